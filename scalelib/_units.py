@@ -31,6 +31,8 @@ def _round_sig(x: float, sig: int) -> float:
 
 
 def _scientific(x: float, sig: int) -> str:
+    if float(x).is_integer() and abs(x) < 1e4:  # small whole numbers exactly: 8192, 1024
+        return str(int(x))
     x = _round_sig(x, sig)
     exponent = int(math.floor(math.log10(abs(x))))
     if -3 <= exponent < 4:
@@ -70,6 +72,7 @@ def fmt(value, unit: str = "", *, sig: int = 3, binary: bool = False) -> str:
     ``820 GB/s``; ``binary=True`` gives ``KiB``/``MiB``); long times read as
     minutes, hours, days or years; FLOPs and FLOP/s read in scientific notation
     (``1.97e14 FLOP/s``); anything else is a plain number followed by its unit.
+    Whole numbers below 10,000 that take no prefix print exactly (``8192``).
     Arrays are formatted element by element.
 
     >>> fmt(1.3899e-3, "s")

@@ -1,0 +1,50 @@
+"""The local-machine probe (real JAX timings, kept small) and the roofline plot."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+
+import scalelib as sl
+
+
+def test_probe_returns_a_chip_like_spec_the_rooflines_accept():
+    local = sl.measure_machine(matmul_sizes=(256,), copy_bytes=2**22, repeats=2)
+    assert local.family == "cpu"
+    assert 1e8 < local.f32_flops_per_s < 1e14  # a CPU: more than 0.1 GFLOP/s, far below a TPU
+    assert 1e8 < local.hbm_bytes_per_s < 1e13
+    assert "measured by scalelib.measure_machine()" in local.source
+    r = sl.matmul_roofline(64, 256, 256, local, dtype="f32")
+    assert r.t_lower_s > 0
+    assert sl.critical_intensity(local, "f32") == pytest.approx(local.f32_flops_per_s / local.hbm_bytes_per_s)
+
+
+def test_a_measured_matmul_never_beats_physics():
+    # 2·B·D·F FLOPs in the measured time must stay below 1e13 FLOP/s on a CPU.
+    t = sl.time_matmul(128, 256, 256, "f32", repeats=2)
+    assert 0 < t < 10
+    assert 2 * 128 * 256 * 256 / t < 1e13
+
+
+def test_probe_rejects_bad_sizes_and_dtypes():
+    with pytest.raises(sl.InvalidValueError, match=r"^`B` must be positive, got 0$"):
+        sl.time_matmul(0, 8, 8)
+    with pytest.raises(sl.UnknownNameError, match=r"unknown dtype for a measured matmul 'int8'"):
+        sl.time_matmul(8, 8, 8, "int8")
+
+
+def test_roofline_plot_is_labelled_and_marks_each_ridge():
+    ax = sl.plot_roofline(["tpu-v5e", "h100"], points=[{"intensity": [10, 100], "flops_per_s": [1e12, 1e13], "label": "ops"}])
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "arithmetic intensity (FLOP/byte)"
+    assert ax.get_ylabel() == "attainable throughput (FLOP/s)"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["tpu-v5e (bf16)", "h100 (bf16)", "ops"]
+    ridges = [t.get_text() for t in ax.texts]
+    assert ridges == ["240 FLOP/B", "296 FLOP/B"]
+
+
+def test_roofline_plot_takes_one_dtype_per_chip():
+    ax = sl.plot_roofline(["tpu-v5e", "tpu-v5e"], dtype=["bf16", "int8"])
+    assert [t.get_text() for t in ax.texts] == ["240 FLOP/B", "480 FLOP/B"]

@@ -1,0 +1,151 @@
+"""Rooflines: published thresholds, the formulas' properties, derivations and bad input."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import scalelib as sl
+
+dims = st.integers(min_value=1, max_value=2**16)
+
+
+# Published numbers, from "How to Scale Your Model" ch. 1 and the vendors' data sheets.
+def test_tpu_v5e_bf16_critical_intensity_is_about_240():
+    assert sl.critical_intensity("tpu-v5e", "bf16") == pytest.approx(240, abs=1)
+
+
+def test_h100_bf16_critical_intensity_is_about_295():
+    assert sl.critical_intensity("h100", "bf16") == pytest.approx(295, abs=1)
+
+
+def test_v5e_matmul_turns_compute_bound_past_240_tokens_in_bf16():
+    assert sl.critical_batch_size("tpu-v5e", "bf16") == pytest.approx(240, abs=1)
+    assert sl.matmul_roofline(200, 8192, 8192, "tpu-v5e").bound == "memory"
+    assert sl.matmul_roofline(300, 8192, 8192, "tpu-v5e").bound == "compute"
+
+
+def test_int8_weights_halve_the_threshold_and_all_int8_keeps_it():
+    assert sl.critical_batch_size("tpu-v5e", "bf16", weight_dtype="int8") == pytest.approx(120, abs=1)
+    assert sl.critical_batch_size("tpu-v5e", "int8") == pytest.approx(240, abs=1)
+
+
+def test_exact_threshold_exceeds_the_large_matrix_limit():
+    limit = sl.critical_batch_size("tpu-v5e")
+    exact = sl.critical_batch_size("tpu-v5e", D=8192, F=8192)
+    assert limit < exact < 1.1 * limit
+    assert sl.matmul_intensity(exact, 8192, 8192) == pytest.approx(sl.critical_intensity("tpu-v5e"))
+
+
+def test_small_matrices_never_become_compute_bound():
+    # 2DF / (2D + 2F) = 32 < 240 for D = F = 64: no batch reaches the ridge.
+    assert sl.critical_batch_size("tpu-v5e", D=64, F=64) == np.inf
+
+
+def test_matmul_flops_and_bytes_by_hand():
+    assert sl.matmul_flops(2, 3, 5) == 2 * 2 * 3 * 5
+    assert sl.matmul_bytes(2, 3, 5) == 2 * (2 * 3 + 3 * 5 + 2 * 5)
+    assert sl.matmul_bytes(2, 3, 5, "bf16", weight_dtype="int8", out_dtype="f32") == 2 * 6 + 1 * 15 + 4 * 10
+
+
+def test_time_bounds_of_a_v5e_matmul_by_hand():
+    r = sl.matmul_roofline(1024, 8192, 8192, "tpu-v5e")
+    flops, nbytes = 2 * 1024 * 8192 * 8192, 2 * (1024 * 8192 * 2 + 8192 * 8192)
+    assert r.t_math_s == pytest.approx(flops / 1.97e14)
+    assert r.t_comms_s == pytest.approx(nbytes / 8.2e11)
+    assert r.t_lower_s == pytest.approx(max(flops / 1.97e14, nbytes / 8.2e11))
+    assert r.t_upper_s == pytest.approx(flops / 1.97e14 + nbytes / 8.2e11)
+    assert r.bound == "compute"
+
+
+def test_ici_roofline_calls_the_binding_resource_communication():
+    # Half of a [B, D] x [D, F] matmul per chip; partial sums of B·F bf16 values cross one ICI link.
+    B, D, F = 1024, 4096, 8192
+    r = sl.roofline(sl.matmul_flops(B, D, F) / 2, 2 * B * F, "tpu-v5e", bandwidth="ici")
+    assert r.bound == "communication"
+    assert r.critical_intensity == pytest.approx(1.97e14 / 4.5e10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(B=dims, D=dims, F=dims)
+def test_intensity_grows_with_batch_and_saturates(B, D, F):
+    small, large = sl.matmul_intensity(B, D, F), sl.matmul_intensity(B + 1, D, F)
+    assert large >= small
+    saturation = D * F / (D + F)  # limit of 2BDF / (2BD + 2DF + 2BF) as B grows
+    assert small < saturation
+
+
+@settings(max_examples=60, deadline=None)
+@given(B=dims, D=dims, F=dims)
+def test_intensity_is_about_batch_when_batch_is_small(B, D, F):
+    if 100 * B <= min(D, F):
+        assert sl.matmul_intensity(B, D, F) == pytest.approx(B, rel=0.03)
+
+
+@settings(max_examples=80, deadline=None)
+@given(flops=st.floats(1, 1e20), nbytes=st.floats(1, 1e15), chip=st.sampled_from(sl.chips("tpu") + ("h100", "b200")))
+def test_bounds_bracket_each_other(flops, nbytes, chip):
+    r = sl.roofline(flops, nbytes, chip)
+    assert r.t_math_s <= r.t_lower_s <= r.t_upper_s <= 2 * r.t_lower_s
+    assert r.t_comms_s <= r.t_lower_s
+    assert (r.bound == "compute") == (r.intensity >= r.critical_intensity * (1 - 1e-12)) or np.isclose(
+        r.intensity, r.critical_intensity
+    )
+    assert r.flops_per_s <= sl.chip(chip).bf16_flops_per_s * (1 + 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(intensity=st.floats(1e-3, 1e6))
+def test_attainable_rate_is_the_lower_roof(intensity):
+    v5e = sl.chip("tpu-v5e")
+    rate = sl.attainable_flops_per_s(intensity, v5e)
+    assert rate == pytest.approx(min(v5e.bf16_flops_per_s, intensity * v5e.hbm_bytes_per_s))
+
+
+def test_a_sweep_is_one_call():
+    B = np.array([16, 256, 4096])
+    r = sl.matmul_roofline(B, 8192, 8192, "h100")
+    assert r.t_lower_s.shape == (3,)
+    assert list(r.bound) == ["memory", "memory", "compute"]
+    assert np.all(np.diff(sl.matmul_intensity(B, 8192, 8192)) > 0)
+
+
+def test_derivation_shows_the_numbers_substituted():
+    d = sl.critical_intensity("tpu-v5e", explain=True)
+    assert str(d) == "I_crit(tpu-v5e, bf16, hbm) = C / W = 1.97e14 FLOP/s / 820 GB/s = 240 FLOP/B"
+    assert float(d) == pytest.approx(240.24, abs=0.01)
+    lines = sl.matmul_roofline(1024, 8192, 8192, "tpu-v5e").explain().lines()
+    assert lines == [
+        "T_math = FLOPs / C = 1.37e11 FLOP / 1.97e14 FLOP/s = 698 µs",
+        "T_comms = bytes / W = 168 MB / 820 GB/s = 205 µs",
+        "T_lower = max(T_math, T_comms) = max(698 µs, 205 µs) = 698 µs",
+    ]
+    assert str(sl.matmul_flops(4, 8, 16, explain=True)) == "FLOPs = 2·B·D·F = 2·4·8·16 = 1024 FLOP"
+
+
+def test_intensity_derivation_lists_its_steps_once():
+    text = str(sl.matmul_intensity(256, 8192, 8192, explain=True))
+    assert text.splitlines()[0].startswith("FLOPs = 2·B·D·F = 2·256·8192·8192")
+    assert text.splitlines()[-1] == "intensity = FLOPs / bytes = 3.44e10 FLOP / 143 MB = 241 FLOP/B"
+
+
+def test_negative_or_zero_sizes_are_named():
+    with pytest.raises(sl.InvalidValueError, match=r"^`B` must be positive, got -1$"):
+        sl.matmul_flops(-1, 8, 8)
+    with pytest.raises(sl.InvalidValueError, match=r"^`bytes_moved` must be positive, got 0$"):
+        sl.arithmetic_intensity(10, 0)
+    with pytest.raises(sl.InvalidValueError, match=r"^`flops` must not be negative"):
+        sl.t_math(-5, "h100")
+    with pytest.raises(sl.InvalidValueError, match=r"^`D` must be a number, got 'big'$"):
+        sl.matmul_bytes(1, "big", 2)
+
+
+def test_threshold_needs_both_dimensions_or_neither():
+    with pytest.raises(sl.InvalidValueError, match=r"give both `D` and `F`"):
+        sl.critical_batch_size("tpu-v5e", D=8192)
+
+
+def test_roofline_of_an_unknown_dtype_or_bandwidth_is_named():
+    with pytest.raises(sl.UnknownNameError, match=r"unknown dtype 'int16'"):
+        sl.critical_intensity("tpu-v5e", "int16")
+    with pytest.raises(sl.UnknownNameError, match=r"unknown bandwidth 'hmb'.*did you mean 'hbm'"):
+        sl.roofline(1, 1, "tpu-v5e", bandwidth="hmb")
