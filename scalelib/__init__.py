@@ -1,6 +1,7 @@
 """scalelib: the numbers behind "How to Scale Your Model", as small functions.
 
-Rooflines, accelerator specs, and the checker behind the course's exercises.
+Rooflines, accelerator specs, TPU and GPU topologies with their collective
+costs, GPU kernel tiles, and the checker behind the course's exercises.
 ``import scalelib`` needs numpy only; JAX and matplotlib load inside the
 functions that use them.
 
@@ -9,6 +10,7 @@ functions that use them.
 '240 FLOP/B'
 """
 
+from ._collectives import allgather_time, allreduce_time, alltoall_time, reducescatter_time
 from ._check import COMMON_MISTAKES, Exercise, Verdict, check, exercises, get_exercise, verdict
 from ._derivation import Derivation
 from ._errors import InvalidValueError, ScalelibError, UnknownNameError
@@ -28,6 +30,8 @@ from ._roofline import (
     t_comms,
     t_math,
 )
+from ._tiles import Tile, best_tile, search_tiles, tile_intensity, tile_smem_bytes
+from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_pod, tpu_slice
 from ._specs import DTYPES, ChipSpec, bytes_per_value, chip, chips, hw
 from ._units import fmt
 
@@ -39,4 +43,7 @@ __all__ = [
     "bytes_per_value", "check", "chip", "chips", "critical_batch_size", "critical_intensity", "exercises",
     "fmt", "get_exercise", "hw", "matmul_bytes", "matmul_flops", "matmul_intensity", "matmul_roofline",
     "measure_machine", "plot_roofline", "roofline", "t_comms", "t_math", "time_copy", "time_matmul", "verdict",
+    # chapters 2 and 12: topologies, collectives, kernel tiles
+    "GpuCluster", "Tile", "TpuSlice", "allgather_time", "allreduce_time", "alltoall_time", "best_tile",
+    "gpu_cluster", "reducescatter_time", "search_tiles", "tile_intensity", "tile_smem_bytes", "tpu_pod", "tpu_slice",
 ]

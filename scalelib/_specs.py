@@ -82,12 +82,13 @@ class ChipSpec:
     mxu_size: int | None = None  # a TPU MXU is mxu_size x mxu_size
     fast_mem_bytes_per_core: float | None = None  # VMEM per TensorCore, SMEM per SM
     tmem_bytes_per_core: float | None = None
+    registers_bytes_per_core: float | None = None  # register file per SM
     l2_bytes: float | None = None
     clock_ghz_base: float | None = None
     clock_ghz_boost: float | None = None
     scale_up_bytes_per_s_per_gpu: float | None = None  # NVLink, one direction
     scale_up_domain: int | None = None  # GPUs joined by NVLink/NVSwitch
-    scale_out_bytes_per_s_per_node: float | None = None  # InfiniBand egress per 8 GPUs
+    scale_out_bytes_per_s_per_node: float | None = None  # InfiniBand egress of one scale-up domain (node)
     notes: str = ""
     aliases: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)

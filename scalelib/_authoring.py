@@ -1,0 +1,496 @@
+"""Tools for the course's authors: exercise notebooks and setup cells, each kept from one source.
+
+**Exercises are generated from solutions** (nbgrader style). ``solutions/*.ipynb``
+are the solved notebooks; ``exercises/`` holds one generated notebook of the same
+name for each. In a code cell, a region between a line ``### BEGIN SOLUTION`` and
+a line ``### END SOLUTION`` becomes a stub:
+
+* each top-level assignment ``name = ...`` becomes ``name = None  # YOUR ANSWER HERE``;
+* each ``def f(...)`` keeps its signature and docstring, and its body becomes
+  ``raise NotImplementedError("write your solution here")``;
+* any other statement is dropped; a region with neither becomes ``# YOUR CODE HERE``.
+
+In a Markdown cell, every ``<!-- BEGIN SOLUTION -->`` ... ``<!-- END SOLUTION -->``
+is removed (a cell left empty is dropped). Outputs and execution counts are cleared;
+cell ids and notebook metadata are kept, so regenerating gives the same bytes.
+
+**The setup cell is written from one place.** The course repository's address is
+kept only in ``book/_config.yml`` (``repository: url:`` and ``branch:``); the first
+code cell of every notebook starts with :func:`setup_cell_source`, which
+:func:`sync_setup_cells` writes (or checks). Cells are counted from 1 in messages.
+
+From a shell: ``scalelib generate [--check]`` and ``scalelib sync-setup [--check]``.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from ._errors import ScalelibError
+
+BEGIN_CODE, END_CODE = "### BEGIN SOLUTION", "### END SOLUTION"
+BEGIN_MD, END_MD = "<!-- BEGIN SOLUTION -->", "<!-- END SOLUTION -->"
+ANSWER_STUB = "None  # YOUR ANSWER HERE"
+CODE_STUB = "# YOUR CODE HERE"
+RAISE_STUB = 'raise NotImplementedError("write your solution here")'
+
+_CODE_MARKER = re.compile(r"^([ \t]*)### (BEGIN|END) SOLUTION[ \t]*$")
+_MD_MARKER = re.compile(r"<!--\s*(BEGIN|END) SOLUTION\s*-->")
+# Cell metadata that changes on every run and would only add noise to diffs.
+_VOLATILE_CELL_METADATA = ("execution", "ExecuteTime")
+_GAP = "\x00"  # stands, while editing Markdown, where whole lines were removed
+
+SETUP_COMMENT = "# Setup:"
+SETUP_TEMPLATE = """\
+# Setup: import scalelib, installing it first where it is missing (e.g. on Colab).
+try:
+    import scalelib as sl
+except ImportError:
+    %pip install --quiet "scalelib[notebooks] @ git+{url}@{branch}"
+    import scalelib as sl"""
+SETUP_LAST_LINE = "import scalelib as sl"
+
+
+class AuthoringError(ScalelibError, ValueError):
+    """A solution notebook or a course file that the authoring tools cannot use as it is."""
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One notebook out of date: `path` and what is wrong with it.
+
+    `problem` is ``"missing"`` (no exercise notebook for a solution), ``"stale"``
+    (differs from what its solution generates), ``"extra"`` (an exercise notebook
+    with no solution), ``"setup cell"`` (its setup block differs from the one
+    ``book/_config.yml`` gives) or ``"no setup cell"`` (its first code cell has none).
+    """
+
+    path: Path
+    problem: str
+
+    def __str__(self) -> str:
+        why = {
+            "missing": "missing (its solution notebook has no exercise notebook yet)",
+            "stale": "stale (differs from what its solution notebook generates)",
+            "extra": "extra (no solution notebook of that name)",
+            "setup cell": "its setup cell differs from the one book/_config.yml gives",
+            "no setup cell": "its first code cell has no `# Setup:` block",
+        }
+        return f"{self.path}: {why.get(self.problem, self.problem)}"
+
+
+# ---------------------------------------------------------------------------
+# Code cells
+
+
+def _stub_region(region: list[str], where: str, first_line: int) -> list[str]:
+    """The exercise version of the solution lines `region` (marker lines excluded)."""
+    text = "\n".join(region)
+    body = textwrap.dedent(text)
+    margin = _margin(region, body.split("\n"))
+    try:
+        tree = ast.parse(body)
+    except SyntaxError as err:
+        last = first_line + len(region) - 1
+        span = f"line {first_line}" if last == first_line else f"lines {first_line}-{last}"
+        raise AuthoringError(
+            f"{where}: the solution region on {span} is not valid Python on its own "
+            f"({err.msg}, line {first_line + (err.lineno or 1) - 1}); a region must hold whole statements"
+        ) from None
+    lines = body.split("\n")
+    items: list[tuple[str, list[str]]] = []  # (kind, lines without margin)
+    assigned: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for name in _target_names(targets):
+                if name not in assigned:
+                    assigned.append(name)
+                    items.append(("assign", [f"{name} = {ANSWER_STUB}"]))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            items.append(("def", _stub_def(node, lines)))
+    if not items:
+        stub = [CODE_STUB]
+        if margin:  # inside a block, which a comment alone would leave empty
+            stub.append(RAISE_STUB)
+        return [margin + line for line in stub]
+    out: list[str] = []
+    for i, (kind, item) in enumerate(items):
+        if out and (kind == "def" or items[i - 1][0] == "def"):
+            out.append("")
+        out.extend(margin + line if line else line for line in item)
+    return out
+
+
+def _margin(original: list[str], dedented: list[str]) -> str:
+    """The indentation that textwrap.dedent took off the region's lines."""
+    for before, after in zip(original, dedented):
+        if after.strip():
+            return before[: len(before) - len(after)]
+    return ""
+
+
+def _target_names(targets: Iterable[ast.expr]) -> list[str]:
+    """Plain names assigned by `targets` (``a``, ``a, b``, ``(a, *b)``); attributes and items are skipped."""
+    names: list[str] = []
+    for target in targets:
+        if isinstance(target, ast.Name):
+            names.append(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            names.extend(_target_names(target.elts))
+        elif isinstance(target, ast.Starred):
+            names.extend(_target_names([target.value]))
+    return names
+
+
+def _stub_def(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> list[str]:
+    """`node`'s signature and docstring as written, with a body that raises NotImplementedError."""
+    first = node.body[0]
+    docstring = first if _is_docstring(first) else None
+    first_line = lines[first.lineno - 1]
+    if first_line.encode()[: first.col_offset].decode(errors="ignore").strip():  # `def f(x): return x`
+        bare = copy.deepcopy(node)
+        bare.body = ([docstring] if docstring else []) + [ast.Pass()]
+        return ast.unparse(bare).split("\n")[:-1] + [" " * (node.col_offset + 4) + RAISE_STUB]
+    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    signature = lines[start - 1 : first.lineno - 1]
+    while len(signature) > 1 and (not signature[-1].strip() or signature[-1].lstrip().startswith("#")):
+        signature.pop()  # comments between the signature and the body belong to the body
+    indent = first_line[: len(first_line) - len(first_line.lstrip())]
+    kept = lines[docstring.lineno - 1 : docstring.end_lineno] if docstring else []
+    return signature + kept + [indent + RAISE_STUB]
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def exercise_code(source: str, where: str = "cell") -> str:
+    """The exercise version of one code cell's `source` (regions replaced by stubs).
+
+    >>> print(exercise_code("x = 2\\n### BEGIN SOLUTION\\ny = 2 * x\\n### END SOLUTION\\nprint(y)"))
+    x = 2
+    y = None  # YOUR ANSWER HERE
+    print(y)
+    """
+    lines = source.split("\n")
+    out: list[str] = []
+    opened: int | None = None  # index of the open BEGIN line
+    for i, line in enumerate(lines):
+        marker = _CODE_MARKER.match(line)
+        kind = marker.group(2) if marker else None
+        if kind == "BEGIN":
+            if opened is not None:
+                raise AuthoringError(
+                    f"{where}: `{BEGIN_CODE}` on line {i + 1} is inside the region opened on line {opened + 1}; "
+                    f"regions cannot be nested: close the first with `{END_CODE}`"
+                )
+            opened = i
+        elif kind == "END":
+            if opened is None:
+                raise AuthoringError(f"{where}: `{END_CODE}` on line {i + 1} has no `{BEGIN_CODE}` before it")
+            region = lines[opened + 1 : i]
+            stub = _stub_region(region, where, opened + 2)
+            if not any(l.strip() for l in region):  # an empty region keeps the marker's indentation
+                indent = marker.group(1)
+                stub = [indent + CODE_STUB] + ([indent + RAISE_STUB] if indent else [])
+            out.extend(stub)
+            opened = None
+        elif opened is None:
+            out.append(line)
+    if opened is not None:
+        raise AuthoringError(f"{where}: `{BEGIN_CODE}` on line {opened + 1} is never closed by a `{END_CODE}` line")
+    result = "\n".join(out)
+    if result != source and _parses(source) and not _parses(result):
+        raise AuthoringError(
+            f"{where}: the exercise version of this cell is not valid Python, although the solution is; "
+            f"put whole statements (assignments, defs) inside the solution region"
+        )
+    return result
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# Markdown cells
+
+
+def exercise_markdown(source: str, where: str = "cell") -> str:
+    """`source` without its ``<!-- BEGIN SOLUTION -->`` ... ``<!-- END SOLUTION -->`` regions.
+
+    A region that fills whole lines goes with its lines (the paragraphs around it
+    stay one blank line apart); one inside a line is cut out of the line.
+
+    >>> exercise_markdown("Answer: <!-- BEGIN SOLUTION -->42<!-- END SOLUTION -->.")
+    'Answer: .'
+    """
+    kept: list[str] = []
+    pos, opened = 0, None
+    for match in _MD_MARKER.finditer(source):
+        line = source.count("\n", 0, match.start()) + 1
+        if match.group(1) == "BEGIN":
+            if opened is not None:
+                raise AuthoringError(
+                    f"{where}: `{BEGIN_MD}` on line {line} is inside the region opened on line "
+                    f"{source.count(chr(10), 0, opened.start()) + 1}; regions cannot be nested: "
+                    f"close the first with `{END_MD}`"
+                )
+            opened = match
+            continue
+        if opened is None:
+            raise AuthoringError(f"{where}: `{END_MD}` on line {line} has no `{BEGIN_MD}` before it")
+        start, end = opened.start(), match.end()
+        line_start = source.rfind("\n", 0, start) + 1
+        line_end = source.find("\n", end)
+        line_end = len(source) if line_end < 0 else line_end
+        if not source[line_start:start].strip() and not source[end:line_end].strip():  # whole lines
+            kept.append(source[pos:line_start] + _GAP)
+            pos = line_end + 1
+        else:
+            kept.append(source[pos:start])
+            pos = end
+        opened = None
+    if opened is not None:
+        line = source.count("\n", 0, opened.start()) + 1
+        raise AuthoringError(f"{where}: `{BEGIN_MD}` on line {line} is never closed by `{END_MD}`")
+    if not kept:
+        return source
+    text = "".join(kept) + source[pos:]
+    # where whole lines went: one line break, or a blank line if either side had one
+    text = re.sub(f"\n*(?:{_GAP}\n*)+", lambda m: "\n" * min(2, m.group().count("\n")), text)
+    return text.strip()
+
+
+# ---------------------------------------------------------------------------
+# Notebooks
+
+
+def generate_exercise_notebook(solution_nb, name: str = "notebook"):
+    """The exercise notebook generated from `solution_nb` (an nbformat NotebookNode).
+
+    Args:
+        solution_nb: the solved notebook; it is not modified.
+        name: how error messages name the notebook (usually its path).
+
+    Returns:
+        A new NotebookNode: solution regions replaced by stubs, outputs and
+        execution counts cleared, cell ids and notebook metadata kept.
+
+    Raises:
+        AuthoringError: a marker not closed, nested or stray, or a code region
+            that does not parse, naming `name` and the cell (counted from 1).
+    """
+    nb = copy.deepcopy(solution_nb)
+    cells = []
+    for index, cell in enumerate(nb.cells, start=1):
+        where = f"{name}, cell {index}"
+        source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+        for key in _VOLATILE_CELL_METADATA:
+            cell.get("metadata", {}).pop(key, None)
+        if cell.cell_type == "code":
+            cell.source = exercise_code(source, where)
+            cell.outputs = []
+            cell.execution_count = None
+        elif cell.cell_type == "markdown":
+            cell.source = exercise_markdown(source, where)
+            if source.strip() and not cell.source.strip():
+                continue
+        cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+def notebook_text(nb) -> str:
+    """`nb` as nbformat writes it (JSON, indent 1, sorted keys) with a trailing newline."""
+    import nbformat
+
+    text = nbformat.writes(nb, version=4)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _read(path: Path):
+    import nbformat
+
+    try:
+        return nbformat.read(str(path), as_version=4)
+    except Exception as err:  # noqa: BLE001 - any unreadable notebook is an authoring error
+        raise AuthoringError(f"{path}: not a readable notebook ({type(err).__name__}: {err})") from None
+
+
+def generate(solutions_dir="solutions", exercises_dir="exercises", check: bool = False) -> list[Drift]:
+    """Write ``exercises_dir/X.ipynb`` for every ``solutions_dir/X.ipynb``; remove exercises with no solution.
+
+    Args:
+        solutions_dir: folder of the solved notebooks (the source).
+        exercises_dir: folder of the generated exercise notebooks.
+        check: write nothing; only report what is out of date.
+
+    Returns:
+        The exercise notebooks that were (or, with `check`, are) missing, stale or
+        extra, as :class:`Drift` records sorted by path. Empty when all is current.
+
+    Raises:
+        AuthoringError: `solutions_dir` is not a folder, or a solution notebook
+            cannot be read or converted.
+    """
+    solutions, exercises = Path(solutions_dir), Path(exercises_dir)
+    if not solutions.is_dir():
+        raise AuthoringError(f"`solutions_dir` must be a folder of solved notebooks, got {str(solutions)!r}")
+    drift: list[Drift] = []
+    wanted = {}
+    for source in sorted(solutions.glob("*.ipynb")):
+        target = exercises / source.name
+        text = notebook_text(generate_exercise_notebook(_read(source), name=str(source)))
+        wanted[target.name] = text
+        if not target.exists():
+            drift.append(Drift(target, "missing"))
+        elif target.read_text(encoding="utf-8") != text:
+            drift.append(Drift(target, "stale"))
+    if exercises.is_dir():
+        drift.extend(Drift(p, "extra") for p in sorted(exercises.glob("*.ipynb")) if p.name not in wanted)
+    if not check:
+        for item in drift:
+            if item.problem == "extra":
+                item.path.unlink()
+            else:
+                item.path.parent.mkdir(parents=True, exist_ok=True)
+                item.path.write_text(wanted[item.path.name], encoding="utf-8", newline="\n")
+    return sorted(drift, key=lambda d: str(d.path))
+
+
+# ---------------------------------------------------------------------------
+# Setup cells
+
+
+def setup_cell_source(config_path="book/_config.yml") -> str:
+    """The setup code every notebook starts with, for the repository named in `config_path`.
+
+    It imports scalelib, and where that fails (on Colab) first installs it from
+    ``git+<repository url>@<branch>``, read from the book's configuration::
+
+        repository:
+          url: https://github.com/owner/course
+          branch: main
+
+    Raises:
+        AuthoringError: the file is missing, or has no ``repository: url:`` or ``branch:``.
+    """
+    import yaml
+
+    path = Path(config_path)
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as err:
+        raise AuthoringError(f"`config_path` {str(path)!r} cannot be read ({err.strerror}); "
+                             f"expected the book's _config.yml") from None
+    except yaml.YAMLError as err:
+        raise AuthoringError(f"`config_path` {str(path)!r} is not valid YAML: {err}") from None
+    repository = config.get("repository") if isinstance(config, dict) else None
+    values = {}
+    for key, example in (("url", "https://github.com/owner/course"), ("branch", "main")):
+        value = repository.get(key) if isinstance(repository, dict) else None
+        if not isinstance(value, str) or not value.strip():
+            raise AuthoringError(
+                f"{path}: `repository: {key}:` must be set to the course repository's {key} "
+                f"(e.g. {example}), got {value!r}"
+            )
+        values[key] = value.strip()
+    return SETUP_TEMPLATE.format(url=values["url"].rstrip("/"), branch=values["branch"])
+
+
+def _with_setup(source: str, setup: str) -> str | None:
+    """`source` (a first code cell) with its setup block replaced by `setup`; None if it has none.
+
+    The block runs from the ``# Setup:`` line through the last ``import scalelib as sl``;
+    the cell's other lines follow it, in their order.
+    """
+    lines = source.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.startswith(SETUP_COMMENT)]
+    if not starts:
+        return None
+    start = starts[0]
+    ends = [i for i in range(start, len(lines)) if lines[i].strip() == SETUP_LAST_LINE]
+    end = ends[-1] if ends else start
+    rest = lines[:start] + lines[end + 1 :]
+    return setup + ("\n" + "\n".join(rest) if any(line.strip() for line in rest) else "")
+
+
+def _fresh_id(nb, base: str = "setup") -> str:
+    used = {cell.get("id") for cell in nb.cells}
+    candidate, n = base, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def with_setup_cell(nb, setup: str):
+    """A copy of `nb` whose first code cell starts with `setup`, and whether it had a setup block.
+
+    A first code cell without a ``# Setup:`` block gets a new setup cell before it.
+    """
+    import nbformat
+
+    nb = copy.deepcopy(nb)
+    code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    if code:
+        cell = nb.cells[code[0]]
+        source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+        replaced = _with_setup(source, setup)
+        if replaced is not None:
+            cell.source = replaced
+            return nb, True
+    cell = nbformat.v4.new_code_cell(setup)
+    if nb.nbformat == 4 and nb.nbformat_minor >= 5:
+        cell["id"] = _fresh_id(nb)  # a fixed id, so that syncing twice gives the same bytes
+    else:
+        cell.pop("id", None)
+    nb.cells.insert(code[0] if code else len(nb.cells), cell)
+    return nb, False
+
+
+def course_notebooks(root=".") -> list[Path]:
+    """The notebooks that carry a setup cell: ``book/*.ipynb`` and ``solutions/*.ipynb`` under `root`."""
+    root = Path(root)
+    return sorted(root.glob("book/*.ipynb")) + sorted(root.glob("solutions/*.ipynb"))
+
+
+def sync_setup_cells(paths: Iterable, check: bool = False, config_path="book/_config.yml") -> list[Drift]:
+    """Make the first code cell of each notebook in `paths` start with :func:`setup_cell_source`.
+
+    The setup block is the lines from the ``# Setup:`` comment through the last
+    ``import scalelib as sl`` of the first code cell; lines after it (``import jax``
+    ...) are kept. A notebook whose first code cell has no such block gets a new
+    setup cell before it. Exercise notebooks get theirs by generation.
+
+    Args:
+        paths: notebook files.
+        check: write nothing; only report which notebooks differ.
+        config_path: the book configuration that names the repository.
+
+    Returns:
+        The notebooks that were (or, with `check`, would be) rewritten, as :class:`Drift`.
+    """
+    setup = setup_cell_source(config_path)
+    drift = []
+    for path in map(Path, paths):
+        nb = _read(path)
+        synced, had_block = with_setup_cell(nb, setup)
+        text = notebook_text(synced)
+        if text != notebook_text(nb):
+            drift.append(Drift(path, "setup cell" if had_block else "no setup cell"))
+            if not check:
+                path.write_text(text, encoding="utf-8", newline="\n")
+    return drift

@@ -1,0 +1,58 @@
+"""``make bench``: scalelib's import time and each course notebook's run time.
+
+Times are wall-clock on this machine: the import is the best of several fresh
+interpreters (minus an empty interpreter's start), each notebook one run in a
+fresh kernel, as the tests and the book build run it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ._units import fmt
+
+
+def import_time_s(module: str = "scalelib", runs: int = 7) -> float:
+    """Best wall time of ``import module`` in a fresh interpreter, less an empty one's start."""
+
+    def best(code: str) -> float:
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return max(best(f"import {module}") - best("pass"), 0.0)
+
+
+def notebook_time_s(path: Path, timeout: int = 600) -> float:
+    """Wall time of executing the notebook at `path` in a fresh kernel (nbclient)."""
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}}).execute()
+    return time.perf_counter() - start
+
+
+def main(root: str = ".") -> int:
+    base = Path(root)
+    print(f"import scalelib: {fmt(import_time_s(), 's')} (best of 7, beyond an empty interpreter's start)")
+    notebooks = sorted(p for d in ("book", "solutions", "exercises") for p in (base / d).glob("*.ipynb"))
+    total = 0.0
+    for path in notebooks:
+        seconds = notebook_time_s(path)
+        total += seconds
+        print(f"{str(path.relative_to(base)):45s} {fmt(seconds, 's')}")
+    print(f"{'all ' + str(len(notebooks)) + ' notebooks':45s} {fmt(total, 's')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
