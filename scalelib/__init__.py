@@ -14,6 +14,7 @@ from ._collectives import allgather_time, allreduce_time, alltoall_time, reduces
 from ._check import COMMON_MISTAKES, Exercise, Verdict, check, exercises, get_exercise, verdict
 from ._derivation import Derivation
 from ._errors import InvalidValueError, ScalelibError, UnknownNameError
+from ._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
 from ._plot import plot_roofline
 from ._probe import measure_machine, time_copy, time_matmul
 from ._roofline import (
@@ -46,4 +47,5 @@ __all__ = [
     # chapters 2 and 12: topologies, collectives, kernel tiles
     "GpuCluster", "Tile", "TpuSlice", "allgather_time", "allreduce_time", "alltoall_time", "best_tile",
     "gpu_cluster", "reducescatter_time", "search_tiles", "tile_intensity", "tile_smem_bytes", "tpu_pod", "tpu_slice",
+    "data_parallel_critical_batch", "pipeline_bubble_fraction", "tensor_parallel_max_degree",
 ]

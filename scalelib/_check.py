@@ -161,15 +161,17 @@ def _ratio_text(ratio: float) -> str:
 def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
     eid, unit = exercise.id, exercise.unit
     try:
+        if isinstance(answer, (str, bytes)):  # numpy would read "1e3" as a number
+            raise TypeError(answer)
         got = np.asarray(answer, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         kind = "numbers" if np.ndim(reference) else "a number"
         return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected {kind}{' in ' + unit if unit else ''}, "
                        f"got {type(answer).__name__} {answer!r}.")
     want = np.asarray(reference, dtype=float)
     if got.shape != want.shape and got.size != 1:
         return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected {want.size} values (shape {want.shape}), got shape {got.shape}.")
-    got = np.broadcast_to(got, want.shape)
+    got = np.broadcast_to(got.reshape(()) if got.size == 1 else got, want.shape)  # [x] for x too
     if not np.all(np.isfinite(got)):
         return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your answer {fmt(got, unit)} is not a finite number.")
     scale = np.where(want == 0, 1.0, np.abs(want))

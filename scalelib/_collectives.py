@@ -13,9 +13,10 @@ has along an axis (bidirectional per link with wraparound, one-way without):
     T_AllReduce = 2 · T_AllGather          T_AllToAll = T_AllGather / 4
 
 so once bandwidth-bound the time does not depend on the ring's length. On GPUs
-(ch. 12), inside a node V·(N−1)/(N·W_gpu); across nodes V·(M−1)/(M·W_node), the
-node's egress (or the tree's bottleneck level) binding; AllToAll inside a node
-V·(N−1)/(N²·W_gpu), about V / (8·W_gpu) for N = 8.
+(ch. 12), inside a node V·(N−1)/(N·W_gpu) with W_gpu a GPU's NVLink bandwidth;
+across M nodes also V·(M−1)/(M·W_node), the node's egress (divided by the fat
+tree's oversubscription), and the larger of the two binds; AllToAll inside a
+node V·(N−1)/(N²·W_gpu), about V / (8·W_gpu) for N = 8.
 """
 
 from __future__ import annotations
@@ -68,35 +69,37 @@ def _gpu(name: str, nbytes, topo: GpuCluster, group, step_latency_s: float, expl
         value = float(0.0 * V) if V.ndim == 0 else 0.0 * V
         return result(explain, f"T_{name}", "0 (one GPU: nothing to move)", "", value, "s")
     per_node = topo.gpus_per_node
-    if N <= per_node:
-        W, count, where = topo.nvlink_bytes_per_s_per_gpu, N, "W_gpu"
-        steps = N - 1
-    else:
-        if N % per_node:
-            raise InvalidValueError(f"a `group` spanning nodes must be whole nodes of {per_node} GPUs, got {N}")
-        W, count, where = topo.egress_bytes_per_s_per_node("spine"), N // per_node, "W_node"
-        steps = count - 1
-    if name == "AllToAll":
-        if N > per_node:
-            # Each node sends all but its own share of its data out through its egress.
-            share, formula = V * (count - 1) / count / count, f"V·(M−1)/(M²·{where})"
-        else:
-            share, formula = V * (count - 1) / count / count, f"V·(N−1)/(N²·{where})"
-        factor_text = ""
-    else:
-        share = _FACTOR[name] * V * (count - 1) / count
-        letter = "N" if N <= per_node else "M"
-        factor_text = "2·" if name == "AllReduce" else ""
-        formula = f"{factor_text}V·({letter}−1)/({letter}·{where})"
+    if N > per_node and N % per_node:
+        raise InvalidValueError(f"a `group` spanning nodes must be whole nodes of {per_node} GPUs, got {N}")
+    W_gpu = topo.nvlink_bytes_per_s_per_gpu
     passes = 2 if name == "AllReduce" else 1
-    latency = passes * steps * step_latency_s
-    value = np.maximum(latency, share / W)
+    if name == "AllToAll":
+        # Each GPU keeps 1/N of its V/N and sends the rest: V·(N−1)/N² through its NVLink.
+        nvlink_bytes, nvlink_text = V * (N - 1) / N**2, "V·(N−1)/(N²·W_gpu)"
+    else:
+        # Every GPU receives (for AllGather) or sends (ReduceScatter) all but its own 1/N share.
+        nvlink_bytes, nvlink_text = passes * V * (N - 1) / N, f"{'2·' if passes == 2 else ''}V·(N−1)/(N·W_gpu)"
+    terms, texts, subs = [nvlink_bytes / W_gpu], [nvlink_text], [f"{q(nvlink_bytes, 'B')} / {q(W_gpu, 'B/s')}"]
+    steps = passes * (N - 1)
+    if N > per_node:
+        M = N // per_node
+        W_node = topo.egress_bytes_per_s_per_node("spine")
+        if name == "AllToAll":
+            # Each node sends all but its own share of its V/M out through its egress.
+            node_bytes, node_text = V * (M - 1) / M**2, "V·(M−1)/(M²·W_node)"
+        else:
+            node_bytes, node_text = passes * V * (M - 1) / M, f"{'2·' if passes == 2 else ''}V·(M−1)/(M·W_node)"
+        terms.append(node_bytes / W_node)
+        texts.append(node_text)
+        subs.append(f"{q(node_bytes, 'B')} / {q(W_node, 'B/s')}")
+        steps = passes * (M - 1 + per_node - 1)
+    latency = steps * step_latency_s
+    value = np.maximum(latency, np.maximum.reduce([np.asarray(t, dtype=float) for t in terms]))
     value = float(value) if value.ndim == 0 else value
-    letter = "N" if N <= per_node else "M"
+    counts = f"N = {N}" + (f", M = {N // per_node} nodes" if N > per_node else "")
     return result(
-        explain, f"T_{name}({N} GPUs)", f"max(steps · T_step, {formula})",
-        f"max({passes * steps} · {q(step_latency_s, 's')}, {q(share, 'B')} / {q(W, 'B/s')}) with {letter} = {count}",
-        value, "s",
+        explain, f"T_{name}({N} GPUs)", f"max(steps · T_step, {', '.join(texts)})",
+        f"max({steps} · {q(step_latency_s, 's')}, {', '.join(subs)}) with {counts}", value, "s",
     )
 
 
@@ -119,7 +122,8 @@ def allgather_time(nbytes, topology, axes=None, group=None, *, latency_s=None, e
     """Seconds to AllGather an array of `nbytes` in total (the gathered size). Chapters 3 and 12.
 
     On a torus: max(T_hop · hops, V / ΣW) over the `axes` used (all by default).
-    On GPUs: V·(N−1)/(N·W_gpu) in a node, V·(M−1)/(M·W_node) across M nodes.
+    On GPUs: V·(N−1)/(N·W_gpu) in a node; across M nodes the larger of that and
+    V·(M−1)/(M·W_node).
 
     >>> from scalelib import tpu_slice, fmt
     >>> fmt(allgather_time(2048 * 8192 * 2, tpu_slice("tpu-v5e", (16, 16)), axes="X"), "s")

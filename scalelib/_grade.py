@@ -17,6 +17,7 @@ import csv
 import io
 import json
 import re
+import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable
@@ -187,7 +188,9 @@ def grade_notebook(path, timeout_per_cell: float = 120, kernel_name: str = "pyth
     )
     error = None
     try:
-        client.execute()
+        # The kernel process's own stderr carries only its logging and library
+        # warnings; what cells print reaches their outputs.
+        client.execute(stderr=subprocess.DEVNULL)
     except CellTimeoutError:
         error = (f"cell {running[0]} did not finish within {fmt(timeout_per_cell, 's')}; "
                  f"the cells after it were not run")
@@ -195,10 +198,14 @@ def grade_notebook(path, timeout_per_cell: float = 120, kernel_name: str = "pyth
         error = f"the kernel died while running cell {running[0]}; the cells after it were not run"
     except Exception as err:  # noqa: BLE001 - a kernel that cannot start, a malformed notebook, ...
         error = f"could not run ({type(err).__name__}: {_one_line(err)})"
-    return _result(path, nb, error)
+    result = _result(path, nb, error)
+    if error and error.startswith(f"cell {running[0]} did not finish"):  # drop the interrupt that stopped it
+        kept = tuple(c for c in result.cell_errors if not (c.cell == running[0] and c.ename == "KeyboardInterrupt"))
+        result = NotebookGrade(result.notebook, result.exercises, kept, result.error)
+    return result
 
 
-def _one_line(err: BaseException) -> str:
+def _one_line(err) -> str:
     text = " ".join(str(err).split())
     return text if len(text) <= 300 else text[:297] + "..."
 

@@ -1,0 +1,152 @@
+"""TPU slices and GPU clusters: shapes, wraparound, hops, routes, totals, and bad input."""
+
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import scalelib as sl
+
+
+# Published whole-system figures (How to Scale Your Model ch. 2; Google Cloud TPU docs).
+def test_v5e_pod_has_256_chips_about_5e16_flops_and_4_tb_of_hbm():
+    pod = sl.tpu_pod("tpu-v5e")
+    assert pod.num_chips == 256
+    assert pod.total_flops_per_s() == pytest.approx(5e16, rel=0.02)
+    assert pod.total_hbm_bytes == pytest.approx(4e12, rel=0.03)
+
+
+def test_v5p_pod_has_8960_chips_and_about_4e18_flops():
+    pod = sl.tpu_pod("tpu-v5p")
+    assert pod.num_chips == 8960
+    assert pod.total_flops_per_s() == pytest.approx(4e18, rel=0.03)
+
+
+def test_ironwood_pod_has_9216_chips():
+    assert sl.tpu_pod("tpu7x").num_chips == 9216
+
+
+def test_weight_loading_bounds_sampling_on_32_v4p_chips_at_about_10_ms():
+    # A 200B-parameter bf16 model spread over 32 TPU v4p chips: each streams 1/32 of 400 GB.
+    assert sl.t_comms(2 * 200e9 / 32, "tpu-v4p") == pytest.approx(10e-3, rel=0.05)
+
+
+def test_wraparound_only_on_full_axes():
+    assert sl.tpu_slice("tpu-v5e", (16, 16)).wraparound == (True, True)
+    assert sl.tpu_slice("tpu-v5e", (4, 16)).wraparound == (False, True)
+    assert sl.tpu_slice("tpu-v5e", (16, 16), wraparound=False).wraparound == (False, False)
+
+
+def test_hops_with_and_without_wraparound():
+    torus = sl.tpu_slice("tpu-v5e", (16, 16))
+    mesh = sl.tpu_slice("tpu-v5e", (16, 16), wraparound=(False, False))
+    assert mesh.hops((0, 0), (15, 0)) == 15
+    assert torus.hops((0, 0), (15, 0)) == 1  # one hop over the wraparound link
+    assert torus.hops((0, 0), (8, 8)) == 16
+    assert torus.max_hops() == 16 and mesh.max_hops() == 30
+
+
+slices = st.sampled_from([("tpu-v5e", (16, 16)), ("tpu-v5e", (4, 8)), ("tpu-v4p", (16, 16, 16)), ("tpu-v5p", (4, 4, 8))])
+
+
+@settings(max_examples=60, deadline=None)
+@given(slices, st.data())
+def test_wraparound_never_adds_hops_and_routes_are_shortest(which, data):
+    name, shape = which
+    torus = sl.tpu_slice(name, shape)
+    mesh = sl.tpu_slice(name, shape, wraparound=False)
+    point = st.tuples(*[st.integers(0, n - 1) for n in shape])
+    a, b = data.draw(point), data.draw(point)
+    assert torus.hops(a, b) <= mesh.hops(a, b)
+    for topo in (torus, mesh):
+        path = topo.route(a, b)
+        assert path[0] == a and path[-1] == b
+        assert len(path) - 1 == topo.hops(a, b)
+        assert all(topo.hops(p, q) == 1 for p, q in zip(path, path[1:]))
+
+
+def test_point_to_point_time_adds_a_microsecond_per_hop():
+    s = sl.tpu_slice("tpu-v5e", (4, 4))
+    t = s.p2p_time_s(45e9 * 1e-3, (0, 0), (3, 3))  # 45 MB over a 45 GB/s link: 1 ms, plus 6 hops
+    assert t == pytest.approx(1e-3 + 6e-6)
+    assert str(s.p2p_time_s(0, (0, 0), (0, 1), explain=True)) == (
+        "T_p2p = hops · T_hop + bytes / W_link = 1 · 1 µs + 0 B / 45 GB/s = 1 µs"
+    )
+
+
+def test_hosts_and_bisection_of_slices():
+    assert sl.tpu_slice("tpu-v5e", (4, 4)).num_hosts == 2  # hosts of 4x2 chips
+    assert sl.tpu_slice("tpu-v5e", (2, 2)).num_hosts == 1
+    v5e = sl.chip("tpu-v5e")
+    # 16x16 torus: cutting X in half cuts 2 links in each of 16 rings.
+    assert sl.tpu_pod("tpu-v5e").bisection_bytes_per_s == 16 * 2 * v5e.ici_link_bytes_per_s_bidirectional
+    # 4x16: the worst cut halves the 16-chip axis, cutting 2 links in each of its 4 rings.
+    assert sl.tpu_slice("tpu-v5e", (4, 16)).bisection_bytes_per_s == 4 * 2 * v5e.ici_link_bytes_per_s_bidirectional
+    assert sl.tpu_slice("tpu-v5e", (4, 4)).dcn_bytes_per_s == 16 * 3.125e9
+
+
+def test_bad_slices_are_explained():
+    with pytest.raises(sl.InvalidValueError, match=r"^axis Y of a tpu-v5e slice can have at most 16 chips \(the pod is 16x16\), got 32$"):
+        sl.tpu_slice("tpu-v5e", (4, 32))
+    with pytest.raises(sl.InvalidValueError, match=r"^a tpu-v5p slice has 3 axes \(its pod is 16x20x28\), got shape \(4, 4\)$"):
+        sl.tpu_slice("tpu-v5p", (4, 4))
+    with pytest.raises(sl.InvalidValueError, match=r"^axis X of 4 chips cannot wrap around: wraparound needs the full axis of 16$"):
+        sl.tpu_slice("tpu-v5e", (4, 4), wraparound=(True, False))
+    with pytest.raises(sl.InvalidValueError, match=r"^`shape` must be whole numbers >= 1, got \(0, 4\)$"):
+        sl.tpu_slice("tpu-v5e", (0, 4))
+    with pytest.raises(sl.InvalidValueError, match=r"must be a TPU for a slice, got h100 \(gpu\)"):
+        sl.tpu_slice("h100", (2, 2))
+    with pytest.raises(sl.InvalidValueError, match=r"^`b` must be 2 coordinates within \(4, 4\), got \(4, 0\)$"):
+        sl.tpu_slice("tpu-v5e", (4, 4)).hops((0, 0), (4, 0))
+
+
+def test_an_axis_used_twice_is_named():
+    s = sl.tpu_slice("tpu-v5e", (4, 4))
+    with pytest.raises(sl.InvalidValueError, match=r"^axis 'X' is given twice in \('X', 'x'\); use each axis at most once$"):
+        s.axes(("X", "x"))
+    with pytest.raises(sl.InvalidValueError, match=r"^unknown axis 'Z' of TpuSlice\(tpu-v5e, X=4, Y=4; 16 chips\): expected one of X, Y"):
+        s.axes("Z")
+
+
+# NVIDIA DGX H100 SuperPOD reference architecture: a scalable unit is 32 nodes
+# (256 GPUs) on 8 leaf switches; 4 units (1024 GPUs) use 32 leaf and 16 spine switches.
+def test_h100_superpod_switch_counts():
+    su = sl.gpu_cluster("h100", 32)
+    assert (su.num_gpus, su.num_leaf_switches, su.levels, su.num_scalable_units) == (256, 8, 2, 1)
+    pod = sl.gpu_cluster("h100", 128)
+    assert (pod.num_leaf_switches, pod.num_spine_switches, pod.num_scalable_units) == (32, 16, 4)
+
+
+def test_node_figures_come_from_the_registry():
+    node = sl.gpu_cluster("h100")
+    assert node.gpus_per_node == 8 and node.ports_per_node == 8  # one 400 Gb/s NIC per GPU
+    assert node.nvlink_bytes_per_s_per_gpu == 450e9
+    nvl = sl.gpu_cluster("gb200-nvl72", 2)
+    assert nvl.gpus_per_node == 72 and nvl.num_gpus == 144
+    assert nvl.node_egress_bytes_per_s / 72 == pytest.approx(50e9)  # 400 Gb/s per GPU, as on H100
+
+
+def test_oversubscription_divides_the_spine_bandwidth_per_node():
+    tree = sl.gpu_cluster("h100", 64, oversubscription=2)
+    assert tree.egress_bytes_per_s_per_node("leaf") == 400e9
+    assert tree.egress_bytes_per_s_per_node("spine") == 200e9
+    assert tree.bisection_bytes_per_s == 64 * 200e9
+
+
+def test_cluster_totals():
+    c = sl.gpu_cluster("h100", 4)
+    assert c.total_flops_per_s() == 32 * 9.9e14
+    assert c.total_hbm_bytes == 32 * 80e9
+
+
+def test_bad_clusters_are_explained():
+    with pytest.raises(sl.InvalidValueError, match=r"^`num_nodes` must be a whole number >= 1, got 0$"):
+        sl.gpu_cluster("h100", 0)
+    with pytest.raises(sl.InvalidValueError, match=r"^`chip` must be a GPU for a GPU cluster, got tpu-v5e \(tpu\)"):
+        sl.gpu_cluster("tpu-v5e")
+    with pytest.raises(sl.InvalidValueError, match=r"^v100 has no published NVLink domain"):
+        sl.gpu_cluster("v100")
+    with pytest.raises(sl.InvalidValueError, match=r"^`oversubscription` must be >= 1 \(1 means non-blocking\), got 0.5$"):
+        sl.gpu_cluster("h100", 2, oversubscription=0.5)
+    with pytest.raises(sl.InvalidValueError, match=r"^`level` must be 'leaf' or 'spine', got 'core'$"):
+        sl.gpu_cluster("h100", 2).egress_bytes_per_s_per_node("core")
