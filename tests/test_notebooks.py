@@ -1,0 +1,71 @@
+"""The course's notebooks: generated exercises in sync, setup cells in sync, and every
+chapter's solutions graded correct while its fresh exercises report "not attempted"."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+import scalelib as sl
+from scalelib._authoring import course_notebooks, generate, sync_setup_cells
+from scalelib._grade import grade_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Minimum number of exercises per chapter (the course map, shared/COURSE.md).
+MINIMUM_EXERCISES = {1: 6, 2: 6, 3: 10, 4: 8, 5: 6, 6: 6, 7: 7, 8: 6, 9: 3, 10: 4, 11: 3, 12: 12}
+
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    return [entry["file"] for part in toc["parts"] for entry in part["chapters"]]
+
+
+def _chapters() -> list[str]:
+    """Notebook names (``ch01_rooflines``) of the chapters on the site."""
+    return [f.split("/", 1)[1] for f in _toc_files() if f.startswith("book/")]
+
+
+def test_every_chapter_on_the_site_lists_its_chapter_exercises_and_solutions():
+    files = _toc_files()
+    for name in _chapters():
+        for folder in ("book", "exercises", "solutions"):
+            assert f"{folder}/{name}" in files, f"{folder}/{name} is missing from book/_toc.yml"
+            assert (ROOT / folder / f"{name}.ipynb").exists(), f"{folder}/{name}.ipynb does not exist"
+
+
+def test_exercise_notebooks_are_what_the_generator_makes(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    drift = generate(check=True)
+    assert drift == [], "exercises/ drifted from solutions/; run `make exercises`:\n" + "\n".join(map(str, drift))
+
+
+def test_every_notebook_starts_with_the_setup_cell_from_the_book_config(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    drift = sync_setup_cells(course_notebooks("."), check=True)
+    assert drift == [], "setup cells drifted; run `make exercises`:\n" + "\n".join(map(str, drift))
+
+
+@pytest.mark.parametrize("name", _chapters())
+def test_chapter_has_at_least_its_minimum_of_exercises(name):
+    chapter = int(re.match(r"ch(\d+)_", name).group(1))
+    assert len(sl.exercises(chapter)) >= MINIMUM_EXERCISES[chapter]
+
+
+@pytest.mark.parametrize("name", _chapters())
+def test_solutions_answer_every_exercise_correctly(name):
+    grade = grade_notebook(ROOT / "solutions" / f"{name}.ipynb")
+    assert grade.error is None and grade.cell_errors == ()
+    chapter = int(re.match(r"ch(\d+)_", name).group(1))
+    assert [e.exercise for e in grade.exercises] == list(sl.exercises(chapter))
+    wrong = [f"{e.exercise}: {e.message}" for e in grade.exercises if e.status != "correct"]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("name", _chapters())
+def test_fresh_exercises_run_to_the_end_and_report_not_attempted(name):
+    grade = grade_notebook(ROOT / "exercises" / f"{name}.ipynb")
+    assert grade.error is None and grade.cell_errors == ()
+    chapter = int(re.match(r"ch(\d+)_", name).group(1))
+    assert [e.exercise for e in grade.exercises] == list(sl.exercises(chapter))
+    assert {e.status for e in grade.exercises} == {"not attempted"}
