@@ -89,11 +89,11 @@ class Drift:
 # Code cells
 
 
-def _stub_region(region: list[str], where: str, first_line: int) -> list[str]:
-    """The exercise version of the solution lines `region` (marker lines excluded)."""
+def _stub_region(region: list[str], indent: str, where: str, first_line: int) -> list[str]:
+    """The exercise version of the solution lines `region` (marker lines, indented by `indent`, excluded)."""
     text = "\n".join(region)
     body = textwrap.dedent(text)
-    margin = _margin(region, body.split("\n"))
+    margin = _margin(region, body.split("\n")) if text.strip() else indent
     try:
         tree = ast.parse(body)
     except SyntaxError as err:
@@ -195,12 +195,7 @@ def exercise_code(source: str, where: str = "cell") -> str:
         elif kind == "END":
             if opened is None:
                 raise AuthoringError(f"{where}: `{END_CODE}` on line {i + 1} has no `{BEGIN_CODE}` before it")
-            region = lines[opened + 1 : i]
-            stub = _stub_region(region, where, opened + 2)
-            if not any(l.strip() for l in region):  # an empty region keeps the marker's indentation
-                indent = marker.group(1)
-                stub = [indent + CODE_STUB] + ([indent + RAISE_STUB] if indent else [])
-            out.extend(stub)
+            out.extend(_stub_region(lines[opened + 1 : i], marker.group(1), where, opened + 2))
             opened = None
         elif opened is None:
             out.append(line)

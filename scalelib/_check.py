@@ -10,8 +10,8 @@ a learner's answer with it and prints one verdict:
 * ``None`` (or a function that still raises NotImplementedError): "not attempted".
 
 It never raises on a bad answer, so a learner's notebook always runs to the end.
-In a notebook the verdict is also attached as JSON (:data:`VERDICT_MIME`), which
-``scalelib grade`` reads back.
+In a notebook the verdict is also attached as JSON to the output's metadata
+(under :data:`VERDICT_KEY`), which ``scalelib grade`` reads back.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from ._errors import InvalidValueError, unknown
 from ._units import fmt
 
 #: MIME type of the machine-readable verdict a check cell displays.
-VERDICT_MIME = "application/vnd.scalelib.verdict+json"
+#: Key of the verdict in a check output's metadata (the output's data is plain text only,
+#: so every notebook front end and the book show it as they show any printed text).
+VERDICT_KEY = "scalelib/verdict"
 
 CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
 
@@ -64,7 +66,8 @@ class Exercise:
         rtol: relative tolerance of a numeric answer.
         choices: accepted strings of a multiple-choice exercise.
         cases: keyword arguments to call both functions with (``kind="function"``).
-        mistakes: ratio -> explanation, checked before :data:`COMMON_MISTAKES`.
+        mistakes: factor -> explanation, checked before :data:`COMMON_MISTAKES`; a
+            factor f matches answers f times too large or f times too small.
     """
 
     id: str
@@ -146,6 +149,7 @@ def _diagnose(ratio: float, exercise: Exercise) -> str | None:
     tolerance = max(exercise.rtol, 0.005)
     table = {**exercise.mistakes, **{k: v for k, v in COMMON_MISTAKES.items() if k not in exercise.mistakes}}
     for factor, why in table.items():
+        factor = factor if factor >= 1 else 1 / factor  # a slip shows up in either direction
         for f, direction in ((factor, "too large"), (1 / factor, "too small")):
             if abs(ratio / f - 1) <= tolerance:
                 return f"{why} (your answer is {direction} by that factor)"
@@ -269,4 +273,4 @@ def check(exercise_id: str, answer) -> None:
         return
     from IPython.display import display
 
-    display({"text/plain": result.message, VERDICT_MIME: result.to_json()}, raw=True)
+    display({"text/plain": result.message}, metadata={VERDICT_KEY: result.to_json()}, raw=True)

@@ -90,9 +90,13 @@ def _grade(args) -> int:
     return 0
 
 
+_DONE = {"missing": "created {}", "stale": "updated {}", "extra": "removed {} (no solution notebook)",
+         "setup cell": "updated the setup cell of {}", "no setup cell": "added a setup cell to {}"}
+
+
 def _report_drift(drift, check: bool, fix: str) -> int:
     for item in drift:
-        print(item if check else f"updated {item}")
+        print(item if check else _DONE.get(item.problem, "updated {}").format(item.path))
     if check and drift:
         print(f"{len(drift)} notebook(s) out of date; run `{fix}` to update them", file=sys.stderr)
         return 1

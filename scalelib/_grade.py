@@ -1,7 +1,7 @@
 """Grade notebooks: run each in a fresh kernel and read back the checker's verdicts.
 
 Every ``check("1.3", answer)`` in a notebook displays its verdict as JSON
-(:data:`~scalelib._check.VERDICT_MIME`). :func:`grade_notebook` runs a copy of the
+(in output metadata, under :data:`~scalelib._check.VERDICT_KEY`). :func:`grade_notebook` runs a copy of the
 notebook top to bottom with nbclient (in the notebook's folder, carrying on past
 cells that raise), collects those verdicts, and adds every exercise of the
 notebook's chapter that was never checked as ``"missing"``. Nothing about a
@@ -16,18 +16,21 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import re
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ._check import CORRECT, VERDICT_MIME, exercises
+from ._check import CORRECT, VERDICT_KEY, exercises
 from ._units import fmt
 
 #: status of an exercise of the notebook's chapter that no cell checked.
 MISSING = "missing"
 _CHAPTER_IN_NAME = re.compile(r"(?:^|[^a-z])ch(\d+)", re.IGNORECASE)
+_LOG = logging.getLogger("scalelib.grade")
+_LOG.addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)
@@ -117,10 +120,10 @@ def _verdicts_and_errors(nb) -> tuple[dict[str, ExerciseGrade], list[CellError]]
             if output.get("output_type") == "error":
                 errors.append(CellError(index, output.get("ename", ""), output.get("evalue", ""),
                                         _first_line(cell.get("source", ""))))
-            data = output.get("data") or {}
-            if VERDICT_MIME not in data:
+            metadata = output.get("metadata") or {}
+            if VERDICT_KEY not in metadata:
                 continue
-            verdict = data[VERDICT_MIME]
+            verdict = metadata[VERDICT_KEY]
             if isinstance(verdict, str):
                 try:
                     verdict = json.loads(verdict)
@@ -185,6 +188,7 @@ def grade_notebook(path, timeout_per_cell: float = 120, kernel_name: str = "pyth
         allow_errors=True,
         resources={"metadata": {"path": str(path.resolve().parent)}},
         on_cell_execute=lambda cell, cell_index: running.__setitem__(0, cell_index + 1),
+        log=_LOG,  # its complaints (a timeout, a dead kernel) come back in the grade instead
     )
     error = None
     try:

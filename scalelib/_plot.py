@@ -37,14 +37,15 @@ def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), dtype: 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     x = np.logspace(np.log10(intensity_range[0]), np.log10(intensity_range[1]), 400)
-    for spec, dt in zip(specs, dtypes):
+    for k, (spec, dt) in enumerate(zip(specs, dtypes)):
         y = attainable_flops_per_s(x, spec, dt, bandwidth)
         (line,) = ax.loglog(x, y, label=f"{spec.name} ({dt})")
         ridge = critical_intensity(spec, dt, bandwidth)
         peak = spec.flops_per_s(dt)
         ax.plot([ridge], [peak], "o", color=line.get_color())
-        ax.annotate(f"{fmt(ridge)} FLOP/B", (ridge, peak), textcoords="offset points", xytext=(4, -12),
-                    fontsize=8, color=line.get_color())
+        # Stagger the ridge labels so that chips with close ridges stay readable.
+        ax.annotate(f"{fmt(ridge)} FLOP/B", (ridge, peak), textcoords="offset points",
+                    xytext=(4, -12 - 10 * (k % 3)), fontsize=8, color=line.get_color())
     for point in points:
         ax.loglog(np.atleast_1d(point["intensity"]), np.atleast_1d(point["flops_per_s"]), "x", markersize=7,
                   label=point.get("label"))

@@ -149,12 +149,14 @@ def roofline(flops, bytes_moved, chip: str | ChipSpec, dtype: str = "bf16", band
     ('compute', '698 µs')
     """
     spec = _chip(chip)
+    flops, bytes_moved = (_num(a) for a in np.broadcast_arrays(np.asarray(flops, dtype=float),
+                                                                np.asarray(bytes_moved, dtype=float)))
     return Roofline(
         spec=spec,
         dtype=dtype,
         bandwidth=bandwidth,
-        flops=_num(flops),
-        bytes_moved=_num(bytes_moved),
+        flops=flops,
+        bytes_moved=bytes_moved,
         t_math_s=t_math(flops, spec, dtype),
         t_comms_s=t_comms(bytes_moved, spec, bandwidth),
         intensity=arithmetic_intensity(flops, bytes_moved),
@@ -223,9 +225,9 @@ def critical_batch_size(chip: str | ChipSpec, dtype: str = "bf16", weight_dtype:
     With D and F large (the default, ``D=F=None``), the weight bytes w·D·F dominate
     and intensity ≈ 2·B / w, so B_crit = I_crit · w / 2: about 240 on TPU v5e in
     bf16, half that with int8 weights and bf16 arithmetic. With D and F given, the
-    activation bytes count too: B_crit = I·w·D·F / (2·D·F − I·(x·D + o·F)).
-    `dtype` is that of the activations and of the arithmetic; `weight_dtype`
-    defaults to it.
+    activation bytes count too: B_crit = I·w·D·F / (2·D·F − I·(x·D + x·F)).
+    `dtype` is that of the activations (input and output) and of the
+    arithmetic; `weight_dtype` defaults to it.
 
     >>> round(critical_batch_size("tpu-v5e"))
     240
@@ -243,6 +245,6 @@ def critical_batch_size(chip: str | ChipSpec, dtype: str = "bf16", weight_dtype:
     D_, F_ = np.asarray(D, dtype=float), np.asarray(F, dtype=float)
     denominator = 2 * D_ * F_ - I * (x * D_ + x * F_)
     value = _num(np.where(denominator > 0, I * w * D_ * F_ / np.where(denominator > 0, denominator, 1), np.inf))
-    return result(explain, "B_crit", "I·w·D·F / (2·D·F − I·(x·D + o·F))",
+    return result(explain, "B_crit", "I·w·D·F / (2·D·F − I·(x·D + x·F))",
                   f"{q(I)}·{q(w)}·{q(D)}·{q(F)} / (2·{q(D)}·{q(F)} − {q(I)}·({q(x)}·{q(D)} + {q(x)}·{q(F)}))",
                   value, "tokens", (ci,))

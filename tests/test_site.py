@@ -54,7 +54,7 @@ def _toc_docnames(toc_path: Path = TOC) -> list[str]:
     def walk(entry: dict) -> None:
         if "file" in entry:
             names.append(re.sub(r"\.(ipynb|md|rst)$", "", entry["file"]))
-        for key in ("parts", "chapters", "sections"):
+        for key in ("parts", "chapters", "sections", "subtrees", "entries"):
             for child in entry.get(key) or []:
                 walk(child)
 
@@ -236,8 +236,13 @@ def browser() -> Iterator:
     for path, how in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromedriver")):
         if not Path(path).exists():
             _missing(f"{path} not found: install {how} with `make browser`")
-    pytest.importorskip("selenium")
-    with tempfile.TemporaryDirectory(prefix="site-test-chrome-") as user_data_dir:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        _missing("selenium is not installed in this environment")
+    with tempfile.TemporaryDirectory(
+        prefix="site-test-chrome-", ignore_cleanup_errors=True
+    ) as user_data_dir:
         driver = _chrome(user_data_dir)
         try:
             yield driver

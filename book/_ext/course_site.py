@@ -4,9 +4,16 @@
    (``katex_prerender``) by running node; here it is pointed at the katex
    pinned in book/package.json, and that same version's CSS and fonts are
    copied to ``_static/katex/``. Pages thus load no math asset from a CDN.
-2. A formula KaTeX cannot parse is reported as a build warning (an error
-   under ``-W``) instead of silently showing red source text on the page.
-3. Duplicate scripts are dropped from each page. Sphinx 7 re-adds, at write
+   The node renderer is started here, waiting until its socket accepts
+   connections: sphinxcontrib-katex 0.9.11 connects as soon as the socket
+   file exists, and now and then gets "Connection refused" and aborts.
+2. A numbered amsmath block (``\begin{align}`` in a Markdown cell) gets one
+   equation number, from Sphinx, as it does with MathJax; KaTeX would
+   number each line as well, printing both.
+3. A formula KaTeX cannot typeset is reported as a build warning, with its
+   file and line (an error under ``-W``), instead of showing up in red on
+   the page.
+4. Duplicate scripts are dropped from each page. Sphinx 7 re-adds, at write
    time, every inline script an extension registered after the builder was
    created, with ``filename=''`` where the first copy has ``filename=None``;
    the two do not compare equal, so both are emitted. sphinx-thebe registers
@@ -16,11 +23,18 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import re
 import shutil
+import socket
+import subprocess
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.errors import ExtensionError
@@ -55,20 +69,76 @@ def copy_katex_assets(app: Sphinx) -> None:
     shutil.copytree(KATEX_DIST / "fonts", dest / "fonts", dirs_exist_ok=True)
 
 
-_KATEX_ERROR = re.compile(r'class="katex-error"[^>]*?title="([^"]*)"')
+def start_katex_server(app: Sphinx) -> None:
+    """Start the build-time KaTeX renderer once its socket really accepts connections."""
+    from sphinxcontrib.katex import KaTeXServer
+
+    if not app.config.katex_prerender or os.name != "posix":
+        return
+    if KaTeXServer.katex_server is not None:
+        return
+    KaTeXServer.katex_path = app.config.katex_js_path
+    rundir = Path(tempfile.mkdtemp(prefix="course-site-katex-"))
+    socket_path = rundir / "katex.sock"
+    command = KaTeXServer.build_command(socket=socket_path)
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=rundir
+    )
+    deadline = time.monotonic() + 30.0
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(socket_path))
+            break
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                shutil.rmtree(rundir, ignore_errors=True)
+                raise ExtensionError(
+                    f"the KaTeX renderer did not start ({' '.join(command)}; "
+                    f"exit code {process.poll()}); is node installed?"
+                ) from None
+            time.sleep(0.01)
+    server = KaTeXServer(rundir, process, sock)
+    KaTeXServer.katex_server = server
+    atexit.register(server.terminate)
 
 
-def report_katex_errors(
-    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
-) -> None:
-    for message in _KATEX_ERROR.findall(context.get("body") or ""):
-        logger.warning(
-            "KaTeX could not render a formula: %s",
-            message,
-            location=pagename,
-            type="course_site",
-            subtype="katex",
-        )
+_NUMBERED_ENV = re.compile(r"\\(begin|end)\{(equation|align|alignat|gather)\}")
+
+
+def unnumber_amsmath_lines(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    for node in doctree.findall(nodes.math_block):
+        if "amsmath" not in node["classes"]:
+            continue
+        latex = node.astext()
+        starred = _NUMBERED_ENV.sub(r"\\\1{\2*}", latex)
+        if starred != latex:
+            node.clear()
+            node += nodes.Text(starred)
+
+
+def check_math(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Warn, with file and line, about each formula KaTeX cannot typeset."""
+    from sphinxcontrib.katex import KaTeXServer
+
+    if not app.config.katex_prerender or app.builder.format != "html":
+        return
+    server = KaTeXServer.get()
+    for node in doctree.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
+        latex = node.astext()
+        options = {"throwOnError": True, "displayMode": isinstance(node, nodes.math_block)}
+        response = server.render({"latex": latex, "katex_options": options}, timeout=10)
+        if "error" in response:
+            logger.warning(
+                "KaTeX cannot typeset %r: %s",
+                latex,
+                response["error"],
+                location=node,
+                type="course_site",
+                subtype="katex",
+            )
 
 
 def drop_duplicate_scripts(
@@ -97,7 +167,10 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinxcontrib.katex")
     app.connect("config-inited", use_npm_katex)
     app.connect("builder-inited", copy_katex_assets)
-    app.connect("html-page-context", report_katex_errors)
+    app.connect("builder-inited", start_katex_server)
+    app.connect("doctree-resolved", unnumber_amsmath_lines)
+    app.connect("doctree-resolved", check_math, priority=600)
     # Late, so scripts that other extensions add to this page are seen too.
     app.connect("html-page-context", drop_duplicate_scripts, priority=900)
-    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
+    # One KaTeX renderer socket per build: not for parallel writing.
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": False}

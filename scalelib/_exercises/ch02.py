@@ -1,0 +1,288 @@
+"""Chapter 2 exercises: TPUs.
+
+Every reference is computed by scalelib from the chip registry and the topology
+model; the numbers below are only what each question gives (a model size, a
+chip count, a message size, two chip coordinates). Facts and formulas follow
+ch. 2 "How to Think About TPUs" of How to Scale Your Model (Austin et al., 2025).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._check import Exercise, register
+from .._derivation import Derivation, q
+from .._roofline import critical_intensity, t_comms
+from .._specs import bytes_per_value, chip
+from .._topology import ICI_HOP_LATENCY_S, tpu_pod, tpu_slice
+
+
+def _factor(a: float, b: float) -> float:
+    """The ratio between two answers as a factor >= 1, as the checker's mistake tables expect."""
+    ratio = float(a) / float(b)
+    return max(ratio, 1 / ratio)
+
+
+def _pod_chips(name: str) -> Derivation:
+    """chips = X·Y(·Z) of the whole pod of `name`."""
+    pod = tpu_pod(name)
+    return Derivation(f"chips({pod.spec.name} pod)", "·".join(pod.axis_names), "·".join(map(str, pod.shape)),
+                      pod.num_chips, "chips")
+
+
+# 2.1 -------------------------------------------------------------------------
+
+_2_1 = dict(params=200e9, chips=32, chip="tpu-v4p")
+
+
+def _sampling_latency_bound(explain: bool = True):
+    """Reference for 2.1: each chip streams its 1/32 share of the bf16 weights from its own HBM."""
+    per_chip = _2_1["params"] * bytes_per_value("bf16") / _2_1["chips"]
+    return t_comms(per_chip, _2_1["chip"], "hbm", explain=explain)
+
+
+register(Exercise(
+    id="2.1",
+    title="A lower bound on sampling latency: 200B parameters on 32 TPU v4p",
+    reference=_sampling_latency_bound,
+    unit="s",
+    mistakes={
+        float(_2_1["chips"]): "a factor of 32: the 32 chips read their shares of the weights at the same time, "
+                              "each from its own HBM, so divide the bytes by the number of chips",
+        2.0: "a factor of 2: a bf16 parameter takes 2 bytes",
+    },
+))
+
+
+# 2.2 -------------------------------------------------------------------------
+
+def _pod_flops(name: str, explain: bool = True):
+    chips = _pod_chips(name)
+    C = chip(name).flops_per_s("bf16")
+    value = chips.value * C
+    if not explain:
+        return value
+    return Derivation("C_pod", "chips · C", f"{chips.value} · {q(C, 'FLOP/s')}", value, "FLOP/s", (chips,))
+
+
+register(Exercise(
+    id="2.2",
+    title="Peak bf16 FLOP/s of a full TPU v5e pod",
+    reference=lambda: _pod_flops("tpu-v5e"),
+    unit="FLOP/s",
+    mistakes={
+        _factor(chip("tpu-v5e").flops_per_s("int8"), chip("tpu-v5e").flops_per_s("bf16")):
+            "a factor of 2: that is the int8 rate (`int8_ops_per_s`); the question asks for bf16",
+        float(math.prod(chip("tpu-v5e").host_shape)):
+            "a factor of 8: you multiplied by the number of hosts (32), not of chips (256); a v5e host drives 8 chips",
+    },
+))
+
+
+# 2.3 -------------------------------------------------------------------------
+
+def _pod_hbm(name: str, explain: bool = True):
+    chips = _pod_chips(name)
+    per_chip = chip(name).hbm_bytes
+    value = chips.value * per_chip
+    if not explain:
+        return value
+    return Derivation("HBM_pod", "chips · HBM per chip", f"{chips.value} · {q(per_chip, 'B')}", value, "B", (chips,))
+
+
+register(Exercise(
+    id="2.3",
+    title="Total HBM of a full TPU v5p pod",
+    reference=lambda: _pod_hbm("tpu-v5p"),
+    unit="B",
+    mistakes={
+        float(chip("tpu-v5p").cores): "a factor of 2: `hbm_bytes` is per chip, shared by its two TensorCores; "
+                                      "do not multiply it by the cores",
+    },
+))
+
+
+# 2.4 -------------------------------------------------------------------------
+
+def _torus_hops(a, b, shape, wraparound):
+    """Reference for 2.4: the hops of a slice of that shape (a v5e for 2D, a v4p for 3D)."""
+    name = "tpu-v5e" if len(shape) == 2 else "tpu-v4p"
+    return tpu_slice(name, shape, wraparound).hops(a, b)
+
+
+register(Exercise(
+    id="2.4",
+    title="Hops between two chips of a torus, as a function",
+    reference=lambda: _torus_hops,
+    unit="hops",
+    kind="function",
+    rtol=1e-9,
+    cases=(
+        dict(a=(0, 0), b=(3, 3), shape=(4, 4), wraparound=(False, False)),
+        dict(a=(0, 0), b=(15, 15), shape=(16, 16), wraparound=(True, True)),
+        dict(a=(0, 0), b=(15, 15), shape=(16, 16), wraparound=(False, False)),
+        dict(a=(2, 13), b=(11, 1), shape=(16, 16), wraparound=(True, True)),
+        dict(a=(1, 2), b=(7, 14), shape=(8, 16), wraparound=(False, True)),
+        dict(a=(0, 3, 15), b=(12, 3, 1), shape=(16, 16, 16), wraparound=(True, True, True)),
+        dict(a=(3, 0, 0), b=(0, 3, 5), shape=(4, 4, 8), wraparound=(False, False, False)),
+        dict(a=(5, 5), b=(5, 5), shape=(16, 16), wraparound=(True, True)),
+    ),
+))
+
+
+# 2.5 -------------------------------------------------------------------------
+
+_2_5 = dict(nbytes=512 * 1024 * 2, a=(0, 0), b=(12, 12))
+
+
+def _p2p(wraparound=None, hop_latency_s=ICI_HOP_LATENCY_S, explain: bool = True):
+    pod = tpu_slice("tpu-v5e", chip("tpu-v5e").pod_shape, wraparound)
+    return pod.p2p_time_s(_2_5["nbytes"], _2_5["a"], _2_5["b"], hop_latency_s, explain=explain)
+
+
+register(Exercise(
+    id="2.5",
+    title="Sending 1 MiB across a TPU v5e pod",
+    reference=_p2p,
+    unit="s",
+    mistakes={
+        _factor(_p2p(wraparound=False, explain=False), _p2p(explain=False)):
+            "you routed the long way, 12 + 12 hops; the full 16x16 pod has wraparound links, "
+            "so 12 steps forward on an axis are 4 steps backward",
+        _factor(_p2p(hop_latency_s=0.0, explain=False), _p2p(explain=False)):
+            "you left out the latency of the hops (about 1 µs each); at this size it is a good part of the time",
+        _factor(_p2p(explain=False),
+                8 * ICI_HOP_LATENCY_S + _2_5["nbytes"] / chip("tpu-v5e").ici_link_bytes_per_s_bidirectional):
+            "you used the bidirectional bandwidth; one message travels one way along its route, "
+            "at `ici_link_bytes_per_s_one_way`",
+    },
+))
+
+
+# 2.6 -------------------------------------------------------------------------
+
+def _pcie_batch(explain: bool = True):
+    """Reference for 2.6: intensity ≈ 2·B·D·F / (2·D·F) = B against the PCIe roofline."""
+    ci = critical_intensity("tpu-v6e", "bf16", "pcie", explain=True)
+    w = bytes_per_value("bf16")
+    value = ci.value * w / 2
+    if not explain:
+        return value
+    return Derivation("B_min", "I_crit(pcie) · w / 2", f"{q(ci.value)} · {q(w)} / 2", value, "tokens", (ci,))
+
+
+register(Exercise(
+    id="2.6",
+    title="Batch needed to stay compute-bound with weights in host memory (TPU v6e)",
+    reference=_pcie_batch,
+    unit="tokens",
+    mistakes={
+        _factor(chip("tpu-v6e").bandwidth("hbm"), chip("tpu-v6e").bandwidth("pcie")):
+            "you used the HBM bandwidth; the weights come from host memory over PCIe (`pcie_bytes_per_s`)",
+    },
+))
+
+
+# 2.7 -------------------------------------------------------------------------
+
+def _mxus_per_core(explain: bool = True):
+    """Reference for 2.7: C / (cores · 2·n² · f), with 2·n² FLOPs per cycle from an n x n systolic array."""
+    spec = chip("tpu-v5e")
+    n, f = spec.mxu_size, spec.clock_ghz_boost * 1e9
+    per_cycle = Derivation("FLOPs per cycle of one MXU", "2·n²", f"2·{n}²", 2 * n * n, "FLOP/cycle")
+    per_mxu = Derivation("C_MXU", "2·n² · f", f"{q(2 * n * n)} · {q(f, 'Hz')}", 2 * n * n * f, "FLOP/s", (per_cycle,))
+    value = spec.bf16_flops_per_s / (spec.cores * per_mxu.value)
+    if not explain:
+        return value
+    return Derivation("MXUs per TensorCore", "C / (cores · C_MXU)",
+                      f"{q(spec.bf16_flops_per_s, 'FLOP/s')} / ({spec.cores} · {q(per_mxu.value, 'FLOP/s')})",
+                      value, "", (per_mxu,))
+
+
+register(Exercise(
+    id="2.7",
+    title="How many MXUs a TPU v5e TensorCore needs for its peak",
+    reference=_mxus_per_core,
+    unit="",
+    mistakes={
+        2.0: "a factor of 2: each cell of the systolic array does one multiply and one add per cycle, "
+             "2 FLOPs, so an n x n array does 2·n² FLOPs per cycle",
+    },
+))
+
+
+# 2.8 -------------------------------------------------------------------------
+
+_2_8_SHAPE = (8, 16)
+_2_8_CHOICES = ("X", "Y", "both", "neither")
+
+
+def _wrapping_axes():
+    wrap = tpu_slice("tpu-v5e", _2_8_SHAPE).wraparound
+    return {(True, True): "both", (False, False): "neither", (True, False): "X", (False, True): "Y"}[wrap]
+
+
+register(Exercise(
+    id="2.8",
+    title="Which axes of a TPU v5e 8x16 slice wrap around",
+    reference=_wrapping_axes,
+    kind="choice",
+    choices=_2_8_CHOICES,
+))
+
+
+# 2.9 -------------------------------------------------------------------------
+
+_2_9 = dict(params=8e9, chip="tpu-v5e")
+
+
+def _host_load(explain: bool = True):
+    """Reference for 2.9: the host's chips each load their 1/8 share over their own PCIe link."""
+    spec = chip(_2_9["chip"])
+    chips = math.prod(spec.host_shape)
+    per_chip = _2_9["params"] * bytes_per_value("bf16") / chips
+    return t_comms(per_chip, spec, "pcie", explain=explain)
+
+
+register(Exercise(
+    id="2.9",
+    title="Loading an 8B-parameter model from a TPU v5e host over PCIe",
+    reference=_host_load,
+    unit="s",
+    mistakes={
+        float(math.prod(chip("tpu-v5e").host_shape)):
+            "a factor of 8: the host has one PCIe link per chip, and its 8 chips load their shares in parallel",
+    },
+))
+
+
+# 2.10 ------------------------------------------------------------------------
+
+_2_10 = dict(params=70e9, shape=(8, 16, 16), chip="tpu-v5p")
+
+
+def _dcn_gradients(explain: bool = True):
+    """Reference for 2.10: bf16 gradients leave a slice through every chip's share of DCN."""
+    piece = tpu_slice(_2_10["chip"], _2_10["shape"])
+    nbytes = _2_10["params"] * bytes_per_value("bf16")
+    W = piece.dcn_bytes_per_s
+    value = nbytes / W
+    if not explain:
+        return value
+    slice_W = Derivation("W_dcn(slice)", "chips · W_dcn per chip",
+                         f"{piece.num_chips} · {q(piece.spec.dcn_bytes_per_s_per_chip, 'B/s')}", W, "B/s")
+    return Derivation("T_dcn", "bytes / W_dcn(slice)", f"{q(nbytes, 'B')} / {q(W, 'B/s')}", value, "s", (slice_W,))
+
+
+register(Exercise(
+    id="2.10",
+    title="Moving a 70B model's gradients between two TPU v5p slices over DCN",
+    reference=_dcn_gradients,
+    unit="s",
+    mistakes={
+        _factor(chip("tpu-v5p").bandwidth("ici"), chip("tpu-v5p").bandwidth("dcn")):
+            "you used the ICI link bandwidth; between slices the data crosses the data-center network, "
+            "at `dcn_bytes_per_s_per_chip` for every chip of the slice",
+        2.0: "a factor of 2: a bf16 gradient takes 2 bytes",
+    },
+))

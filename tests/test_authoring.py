@@ -1,0 +1,352 @@
+"""Authoring tools: exercise notebooks generated from solutions, and the one setup cell."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from hypothesis import given, strategies as st
+
+from scalelib._authoring import (
+    AuthoringError,
+    Drift,
+    exercise_code,
+    generate,
+    generate_exercise_notebook,
+    setup_cell_source,
+    sync_setup_cells,
+)
+from scalelib._cli import main
+
+URL = "https://github.com/example/course"
+
+
+def notebook(*cells, minor=5):
+    """A notebook from ("code" | "md", source) pairs, with fixed cell ids."""
+    nb = nbformat.v4.new_notebook()
+    nb.nbformat_minor = minor
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for i, (kind, source) in enumerate(cells):
+        cell = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)
+        cell["id"] = f"cell-{i}"
+        nb.cells.append(cell)
+    return nb
+
+
+def stub(source: str) -> str:
+    return generate_exercise_notebook(notebook(("code", source))).cells[0].source
+
+
+def config(tmp_path, url=URL, branch="main"):
+    path = tmp_path / "_config.yml"
+    path.write_text(f"title: x\nrepository:\n  url: {url}\n  branch: {branch}\n  path_to_book: ''\n")
+    return path
+
+
+# ---------------------------------------------------------------------------
+# code cells
+
+
+def test_assignments_in_a_region_become_none_placeholders_and_code_outside_is_kept():
+    source = 'B = 8\n### BEGIN SOLUTION\nflops = 2 * B\nanswer = flops / 4\n### END SOLUTION\nsl.check("1.1", answer)'
+    assert stub(source) == (
+        'B = 8\nflops = None  # YOUR ANSWER HERE\nanswer = None  # YOUR ANSWER HERE\nsl.check("1.1", answer)'
+    )
+
+
+def test_annotated_tuple_and_repeated_assignments_give_one_placeholder_per_name():
+    source = "### BEGIN SOLUTION\nx: float = 1.0\na, (b, *c) = 1, (2, 3)\nx = x + a\nd[0] = 5\n### END SOLUTION"
+    assert stub(source) == "\n".join(f"{n} = None  # YOUR ANSWER HERE" for n in "xabc")
+
+
+def test_def_keeps_signature_and_docstring_and_raises_not_implemented():
+    source = '''### BEGIN SOLUTION
+@functools.cache
+def intensity(B: int,
+              D: int) -> float:
+    """FLOPs per byte.
+
+    Formula: 2·B·D / bytes.
+    """
+    # the hint in this comment is part of the solution
+    return 2 * B * D / 4
+### END SOLUTION'''
+    assert stub(source) == '''@functools.cache
+def intensity(B: int,
+              D: int) -> float:
+    """FLOPs per byte.
+
+    Formula: 2·B·D / bytes.
+    """
+    raise NotImplementedError("write your solution here")'''
+
+
+def test_def_without_docstring_and_one_line_def_get_a_raising_body():
+    source = "### BEGIN SOLUTION\ndef f(x):\n    return x\ndef g(x): return 2 * x\n### END SOLUTION"
+    raising = '    raise NotImplementedError("write your solution here")'
+    assert stub(source) == f"def f(x):\n{raising}\n\ndef g(x):\n{raising}"
+
+
+def test_other_statements_are_dropped():
+    source = "### BEGIN SOLUTION\nimport math\nprint('hidden')\nfor i in range(3):\n    y = i\nx = 1\n### END SOLUTION"
+    assert stub(source) == "x = None  # YOUR ANSWER HERE"
+
+
+def test_region_without_assignment_or_def_becomes_your_code_here():
+    assert stub("a = 1\n### BEGIN SOLUTION\nprint(a)\n### END SOLUTION\nb = 2") == "a = 1\n# YOUR CODE HERE\nb = 2"
+
+
+def test_indented_markers_keep_the_indentation_and_the_cell_stays_valid_python():
+    source = """class Model:
+    ### BEGIN SOLUTION
+    def loss(self, x):
+        \"\"\"Mean squared.\"\"\"
+        return (x ** 2).mean()
+    ### END SOLUTION
+
+def step(x):
+    ### BEGIN SOLUTION
+    return x + 1
+    ### END SOLUTION
+
+def scale(x):
+    ### BEGIN SOLUTION
+    factor = 2
+    ### END SOLUTION
+    return factor * x"""
+    assert stub(source) == """class Model:
+    def loss(self, x):
+        \"\"\"Mean squared.\"\"\"
+        raise NotImplementedError("write your solution here")
+
+def step(x):
+    # YOUR CODE HERE
+    raise NotImplementedError("write your solution here")
+
+def scale(x):
+    factor = None  # YOUR ANSWER HERE
+    return factor * x"""
+
+
+def test_cells_without_markers_are_kept_as_written():
+    source = "%pip install x\n# ### BEGIN SOLUTION is only a marker on a line of its own\ny = 1"
+    assert stub(source) == source
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_characters="\r"), max_size=30), max_size=8))
+def test_code_without_marker_lines_is_never_changed(lines):
+    source = "\n".join(line for line in lines if "SOLUTION" not in line)
+    assert exercise_code(source) == source
+
+
+# ---------------------------------------------------------------------------
+# markdown cells
+
+
+def test_inline_markdown_region_is_cut_out_of_its_line():
+    nb = notebook(("md", "The answer is <!-- BEGIN SOLUTION -->**42**<!-- END SOLUTION -->, as shown."))
+    assert generate_exercise_notebook(nb).cells[0].source == "The answer is , as shown."
+
+
+def test_multiline_markdown_region_takes_its_lines_and_leaves_one_blank_line():
+    source = "Question?\n\n<!-- BEGIN SOLUTION -->\n**Answer.** 42,\nbecause...\n<!-- END SOLUTION -->\n\nNext.\nA\n" \
+             "<!-- BEGIN SOLUTION -->\nhidden\n<!-- END SOLUTION -->\nB"
+    assert generate_exercise_notebook(notebook(("md", source))).cells[0].source == "Question?\n\nNext.\nA\nB"
+
+
+def test_markdown_cell_left_empty_is_dropped():
+    nb = notebook(("md", "# Title"), ("md", "<!-- BEGIN SOLUTION -->\nAll of it.\n<!-- END SOLUTION -->"),
+                  ("code", "x = 1"))
+    assert [c.id for c in generate_exercise_notebook(nb).cells] == ["cell-0", "cell-2"]
+
+
+# ---------------------------------------------------------------------------
+# notebooks
+
+
+def test_outputs_and_counts_cleared_ids_and_metadata_kept_solution_untouched():
+    nb = notebook(("code", "### BEGIN SOLUTION\nx = 1\n### END SOLUTION\nx"))
+    nb.cells[0].outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "1"}, execution_count=3)]
+    nb.cells[0].execution_count = 3
+    nb.cells[0].metadata = {"tags": ["exercise"], "execution": {"iopub.status.busy": "2025-01-01"}}
+    before = nbformat.writes(nb)
+    ex = generate_exercise_notebook(nb)
+    cell = ex.cells[0]
+    assert (cell.outputs, cell.execution_count, cell.id, cell.metadata) == ([], None, "cell-0", {"tags": ["exercise"]})
+    assert ex.metadata == nb.metadata
+    assert nbformat.writes(nb) == before
+
+
+def test_generate_writes_identical_bytes_twice_and_then_reports_nothing(tmp_path):
+    (tmp_path / "solutions").mkdir()
+    nbformat.write(notebook(("code", "### BEGIN SOLUTION\nx = 1\n### END SOLUTION")), tmp_path / "solutions/ch99_a.ipynb")
+    sol, ex = tmp_path / "solutions", tmp_path / "exercises"
+    assert generate(sol, ex) == [Drift(ex / "ch99_a.ipynb", "missing")]
+    first = (ex / "ch99_a.ipynb").read_bytes()
+    assert generate(sol, ex) == []
+    assert (ex / "ch99_a.ipynb").read_bytes() == first
+    assert first.endswith(b"}\n") and b'\n "cells": [\n  {\n' in first  # indent 1, trailing newline
+    assert generate(sol, ex, check=True) == []
+
+
+def test_generate_check_reports_missing_stale_and_extra_and_writes_nothing(tmp_path):
+    sol, ex = tmp_path / "solutions", tmp_path / "exercises"
+    sol.mkdir()
+    ex.mkdir()
+    for name in ("ch99_a", "ch99_b"):
+        nbformat.write(notebook(("code", f"### BEGIN SOLUTION\n{name} = 1\n### END SOLUTION")), sol / f"{name}.ipynb")
+    generate(sol, ex)
+    nbformat.write(notebook(("code", "### BEGIN SOLUTION\nchanged = 1\n### END SOLUTION")), sol / "ch99_a.ipynb")
+    (ex / "ch99_b.ipynb").unlink()
+    (ex / "ch99_old.ipynb").write_text("{}")
+    snapshot = {p.name: p.read_bytes() for p in ex.iterdir()}
+    drift = generate(sol, ex, check=True)
+    assert drift == [Drift(ex / "ch99_a.ipynb", "stale"), Drift(ex / "ch99_b.ipynb", "missing"),
+                     Drift(ex / "ch99_old.ipynb", "extra")]
+    assert str(drift[0]) == f"{ex / 'ch99_a.ipynb'}: stale (differs from what its solution notebook generates)"
+    assert {p.name: p.read_bytes() for p in ex.iterdir()} == snapshot
+    generate(sol, ex)
+    assert sorted(p.name for p in ex.iterdir()) == ["ch99_a.ipynb", "ch99_b.ipynb"]
+    assert generate(sol, ex, check=True) == []
+
+
+@pytest.mark.parametrize("source, message", [
+    ("x = 1\n### BEGIN SOLUTION\ny = 2",
+     "solutions/ch99.ipynb, cell 2: `### BEGIN SOLUTION` on line 2 is never closed by a `### END SOLUTION` line"),
+    ("### BEGIN SOLUTION\n  ### BEGIN SOLUTION\n### END SOLUTION",
+     "solutions/ch99.ipynb, cell 2: `### BEGIN SOLUTION` on line 2 is inside the region opened on line 1; "
+     "regions cannot be nested: close the first with `### END SOLUTION`"),
+    ("y = 1\n### END SOLUTION",
+     "solutions/ch99.ipynb, cell 2: `### END SOLUTION` on line 2 has no `### BEGIN SOLUTION` before it"),
+    ("x = (1,\n### BEGIN SOLUTION\n2)\n### END SOLUTION",
+     "solutions/ch99.ipynb, cell 2: the solution region on line 3 is not valid Python on its own "
+     "(unmatched ')', line 3); a region must hold whole statements"),
+])
+def test_bad_code_markers_name_notebook_cell_and_line(source, message):
+    nb = notebook(("md", "# Title"), ("code", source))
+    with pytest.raises(AuthoringError) as err:
+        generate_exercise_notebook(nb, name="solutions/ch99.ipynb")
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("source, message", [
+    ("a\n<!-- BEGIN SOLUTION -->\nb",
+     "nb, cell 1: `<!-- BEGIN SOLUTION -->` on line 2 is never closed by `<!-- END SOLUTION -->`"),
+    ("<!-- BEGIN SOLUTION --> <!-- BEGIN SOLUTION -->",
+     "nb, cell 1: `<!-- BEGIN SOLUTION -->` on line 1 is inside the region opened on line 1; "
+     "regions cannot be nested: close the first with `<!-- END SOLUTION -->`"),
+    ("a <!-- END SOLUTION -->",
+     "nb, cell 1: `<!-- END SOLUTION -->` on line 1 has no `<!-- BEGIN SOLUTION -->` before it"),
+])
+def test_bad_markdown_markers_name_notebook_cell_and_line(source, message):
+    with pytest.raises(AuthoringError) as err:
+        generate_exercise_notebook(notebook(("md", source)), name="nb")
+    assert str(err.value) == message
+
+
+# ---------------------------------------------------------------------------
+# setup cells
+
+
+SETUP = f'''# Setup: import scalelib, installing it first where it is missing (e.g. on Colab).
+try:
+    import scalelib as sl
+except ImportError:
+    %pip install --quiet "scalelib[notebooks] @ git+{URL}@main"
+    import scalelib as sl'''
+
+
+def test_setup_cell_source_comes_from_the_config(tmp_path):
+    assert setup_cell_source(config(tmp_path)) == SETUP
+
+
+def test_setup_cell_source_names_a_missing_key(tmp_path):
+    path = tmp_path / "_config.yml"
+    path.write_text("repository:\n  url: https://github.com/x/y\n")
+    with pytest.raises(AuthoringError) as err:
+        setup_cell_source(path)
+    assert str(err.value) == f"{path}: `repository: branch:` must be set to the course repository's branch (e.g. main), got None"
+
+
+def test_setup_cell_source_names_a_missing_file(tmp_path):
+    with pytest.raises(AuthoringError) as err:
+        setup_cell_source(tmp_path / "nope.yml")
+    assert str(err.value) == (f"`config_path` {str(tmp_path / 'nope.yml')!r} cannot be read (No such file or directory); "
+                              "expected the book's _config.yml")
+
+
+def test_sync_setup_rewrites_a_stale_block_and_keeps_the_lines_after_it(tmp_path):
+    old = SETUP.replace(URL, "https://github.com/old/place").replace("@main", "@dev")
+    path = tmp_path / "ch99.ipynb"
+    nbformat.write(notebook(("md", "# Title"), ("code", old + "\nimport jax"), ("code", "x = 1")), path)
+    before = path.read_bytes()
+    assert sync_setup_cells([path], check=True, config_path=config(tmp_path)) == [Drift(path, "setup cell")]
+    assert path.read_bytes() == before
+    assert sync_setup_cells([path], config_path=config(tmp_path)) == [Drift(path, "setup cell")]
+    assert nbformat.read(path, 4).cells[1].source == SETUP + "\nimport jax"
+    assert sync_setup_cells([path], check=True, config_path=config(tmp_path)) == []
+
+
+def test_sync_setup_inserts_a_setup_cell_where_the_first_code_cell_has_none(tmp_path):
+    path = tmp_path / "ch99.ipynb"
+    nbformat.write(notebook(("md", "# Title"), ("code", "import scalelib as sl")), path)
+    assert sync_setup_cells([path], check=True, config_path=config(tmp_path)) == [Drift(path, "no setup cell")]
+    sync_setup_cells([path], config_path=config(tmp_path))
+    cells = nbformat.read(path, 4).cells
+    assert [(c.id, c.source) for c in cells] == [
+        ("cell-0", "# Title"), ("setup", SETUP), ("cell-1", "import scalelib as sl")]
+    assert sync_setup_cells([path], check=True, config_path=config(tmp_path)) == []
+
+
+# ---------------------------------------------------------------------------
+# the command line
+
+
+def test_cli_generate_check_exits_1_on_drift_and_0_once_generated(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "solutions").mkdir()
+    nbformat.write(notebook(("code", "x = 1")), tmp_path / "solutions/ch99.ipynb")
+    assert main(["generate", "--check"]) == 1
+    assert capsys.readouterr().out == "exercises/ch99.ipynb: missing (its solution notebook has no exercise notebook yet)\n"
+    assert main(["generate"]) == 0
+    assert main(["generate", "--check"]) == 0
+    assert capsys.readouterr().out.endswith("exercises/ is up to date with solutions/\n")
+
+
+def test_cli_reports_an_authoring_error_and_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "solutions").mkdir()
+    nbformat.write(notebook(("code", "### BEGIN SOLUTION")), tmp_path / "solutions/ch99.ipynb")
+    assert main(["generate"]) == 1
+    assert capsys.readouterr().err == ("scalelib generate: error: solutions/ch99.ipynb, cell 1: `### BEGIN SOLUTION` "
+                                       "on line 1 is never closed by a `### END SOLUTION` line\n")
+
+
+def test_cli_sync_setup_check_exits_1_on_drift(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "book").mkdir()
+    config(tmp_path).rename(tmp_path / "book/_config.yml")
+    nbformat.write(notebook(("code", "x = 1")), tmp_path / "book/ch99.ipynb")
+    assert main(["sync-setup", "--check"]) == 1
+    assert capsys.readouterr().out == "book/ch99.ipynb: its first code cell has no `# Setup:` block\n"
+    assert main(["sync-setup"]) == 0
+    assert main(["sync-setup", "--check"]) == 0
+
+
+def test_sync_setup_inserts_a_cell_without_id_in_an_nbformat_4_4_notebook(tmp_path):
+    path = tmp_path / "old.ipynb"
+    nb = notebook(("code", "x = 1"), minor=4)
+    del nb.cells[0]["id"]
+    nbformat.write(nb, path)
+    sync_setup_cells([path], config_path=config(tmp_path))
+    cells = nbformat.read(path, 4).cells
+    assert [("id" in c, c.source) for c in cells] == [(False, SETUP), (False, "x = 1")]
+
+
+def test_cli_generate_says_what_it_wrote_and_removed(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "exercises").mkdir()
+    nbformat.write(notebook(("code", "x = 1")), tmp_path / "solutions/ch99.ipynb")
+    (tmp_path / "exercises/old.ipynb").write_text("{}")
+    assert main(["generate"]) == 0
+    assert capsys.readouterr().out == "created exercises/ch99.ipynb\nremoved exercises/old.ipynb (no solution notebook)\n"

@@ -1,0 +1,216 @@
+"""The checker (scalelib._check), in process: verdicts, diagnoses and what `check` shows.
+
+Each test runs against a registry of its own (chapter 99), so the course's real
+exercises neither interfere nor get touched.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import scalelib as sl
+from scalelib import _check
+from scalelib._check import COMMON_MISTAKES, VERDICT_KEY, Exercise, register
+
+
+def _twice(B, D):
+    return 2.0 * B * D
+
+
+@pytest.fixture(autouse=True)
+def registry(monkeypatch):
+    """A fresh registry holding one exercise of each kind."""
+    monkeypatch.setattr(_check, "_REGISTRY", {})
+    register(Exercise("99.1", "bytes of something", lambda: 1000.0, unit="B"))
+    register(Exercise("99.2", "times of three things", lambda: np.array([1.0, 2.0, 4.0]), unit="s"))
+    register(Exercise("99.3", "which bound", lambda: "memory", kind="choice", choices=("compute", "memory")))
+    register(Exercise("99.4", "FLOPs of a product", lambda: _twice, unit="FLOP", kind="function",
+                      cases=({"B": 1, "D": 2}, {"B": 3, "D": 4})))
+    return _check._REGISTRY
+
+
+# ---------------------------------------------------------------------------
+# numbers
+
+
+def test_answer_within_rtol_is_correct():
+    v = sl.verdict("99.1", 1005)
+    assert (v.status, v.rel_error) == ("correct", 0.005)
+    assert v.message == "✅ Exercise 99.1: correct — 1 kB (within 1% of the reference)."
+
+
+def test_answer_just_outside_rtol_is_incorrect():
+    assert sl.verdict("99.1", 1011).status == "incorrect"
+
+
+def test_one_element_list_counts_as_a_number():
+    assert sl.verdict("99.1", [1000.0]).status == "correct"
+    assert sl.verdict("99.1", np.array([1000.0])).status == "correct"
+
+
+@pytest.mark.parametrize("factor", [2.0, 8.0, 1e3, 1024.0, 1.024**3])
+@pytest.mark.parametrize("direction", ["too large", "too small"])
+def test_common_slip_is_named_in_both_directions(factor, direction):
+    answer = 1000.0 * factor if direction == "too large" else 1000.0 / factor
+    v = sl.verdict("99.1", answer)
+    assert v.status == "incorrect"
+    assert v.diagnosis == f"{COMMON_MISTAKES[factor]} (your answer is {direction} by that factor)"
+    assert v.message.endswith(f"\n   Likely cause: {v.diagnosis}.")
+
+
+def test_factor_8_message_in_full():
+    v = sl.verdict("99.1", 8000)
+    assert v.message == (
+        "❌ Exercise 99.1: not quite — your answer 8 kB is 8× the reference (off by 700%).\n"
+        "   Likely cause: a factor of 8: bits versus bytes (1 byte = 8 bits) (your answer is too large by that factor)."
+    )
+    assert v.rel_error == 7.0
+
+
+def test_ratio_matching_no_slip_gives_no_diagnosis():
+    v = sl.verdict("99.1", 3300)
+    assert (v.status, v.diagnosis) == ("incorrect", None)
+    assert v.message == "❌ Exercise 99.1: not quite — your answer 3.3 kB is 3.3× the reference (off by 230%)."
+
+
+def test_wrong_sign_is_said_and_not_diagnosed_as_a_factor():
+    v = sl.verdict("99.1", -8000)
+    assert v.diagnosis is None
+    assert v.message == "❌ Exercise 99.1: not quite — your answer -8 kB has the wrong sign."
+
+
+def test_string_for_a_number_is_incorrect_even_when_it_parses():
+    v = sl.verdict("99.1", "1000")
+    assert v.status == "incorrect"
+    assert v.message == "❌ Exercise 99.1: expected a number in B, got str '1000'."
+
+
+def test_integer_too_large_for_a_float_is_incorrect_not_an_error():
+    assert sl.verdict("99.1", 10**400).status == "incorrect"
+
+
+# ---------------------------------------------------------------------------
+# arrays
+
+
+def test_array_with_a_consistent_ratio_is_diagnosed():
+    v = sl.verdict("99.2", [8, 16, 32])
+    assert v.diagnosis == f"{COMMON_MISTAKES[8.0]} (your answer is too large by that factor)"
+    assert v.message.startswith("❌ Exercise 99.2: not quite — your answer [8 s, 16 s, 32 s] is 8× the reference")
+
+
+def test_array_with_inconsistent_ratios_is_not_diagnosed():
+    v = sl.verdict("99.2", [8, 16, 33])
+    assert (v.status, v.diagnosis) == ("incorrect", None)
+    assert v.message == ("❌ Exercise 99.2: not quite — your answer [8 s, 16 s, 33 s] is off by up to 725% "
+                         "(element by element).")
+
+
+def test_array_of_the_wrong_shape_says_what_was_expected():
+    assert sl.verdict("99.2", [1, 2]).message == "❌ Exercise 99.2: expected 3 values (shape (3,)), got shape (2,)."
+
+
+def test_array_answer_correct():
+    assert sl.verdict("99.2", np.array([1.0, 2.0, 4.0])).status == "correct"
+
+
+# ---------------------------------------------------------------------------
+# choices
+
+
+def test_choice_right_ignores_case_and_spaces():
+    v = sl.verdict("99.3", " Memory")
+    assert (v.status, v.message) == ("correct", "✅ Exercise 99.3: correct — 'memory'.")
+
+
+def test_choice_wrong():
+    v = sl.verdict("99.3", "compute")
+    assert (v.status, v.message) == ("incorrect", "❌ Exercise 99.3: not quite — 'compute' is not the right choice.")
+
+
+def test_choice_not_among_choices_lists_them():
+    assert sl.verdict("99.3", "disk").message == "❌ Exercise 99.3: 'disk' is not one of the choices 'compute', 'memory'."
+
+
+# ---------------------------------------------------------------------------
+# functions
+
+
+def test_function_agreeing_on_all_cases_is_correct():
+    v = sl.verdict("99.4", lambda B, D: 2 * B * D)
+    assert v.message == "✅ Exercise 99.4: correct — your function agrees with the reference on all 2 cases."
+
+
+def test_function_wrong_on_one_case_names_that_case():
+    v = sl.verdict("99.4", lambda B, D: 2 * B * D if B == 1 else B * D)
+    assert v.status == "incorrect"
+    assert v.message.startswith("❌ Exercise 99.4: not quite for B=3, D=4 — your answer 12 FLOP is 1/2 of the reference")
+    assert v.diagnosis == f"{COMMON_MISTAKES[2.0]} (your answer is too small by that factor)"
+
+
+def test_function_still_raising_not_implemented_is_not_attempted():
+    def stub(B, D):
+        raise NotImplementedError("write your solution here")
+
+    v = sl.verdict("99.4", stub)
+    assert (v.status, v.message) == (
+        "not attempted", "⬜ Exercise 99.4: not attempted (your function still raises NotImplementedError).")
+
+
+def test_function_raising_another_error_is_incorrect_and_names_it():
+    def buggy(B, D):
+        raise ValueError("boom")
+
+    v = sl.verdict("99.4", buggy)
+    assert (v.status, v.message) == (
+        "incorrect", "❌ Exercise 99.4: your function raised ValueError: boom when called with B=1, D=2.")
+
+
+# ---------------------------------------------------------------------------
+# not attempted, unknown ids, check itself
+
+
+@pytest.mark.parametrize("exercise", ["99.1", "99.2", "99.3", "99.4"])
+def test_none_is_not_attempted(exercise):
+    v = sl.verdict(exercise, None)
+    assert (v.status, v.message) == ("not attempted", f"⬜ Exercise {exercise}: not attempted.")
+
+
+def test_unknown_exercise_lists_known_ids_and_suggests_the_closest(registry):
+    registry.clear()
+    register(Exercise("99.1", "a", lambda: 1.0))
+    register(Exercise("12.34", "b", lambda: 1.0))
+    with pytest.raises(sl.UnknownNameError) as err:
+        sl.verdict("99.10", 1.0)
+    assert str(err.value) == "unknown exercise '99.10': expected one of 12.34, 99.1; did you mean '99.1'?"
+    assert isinstance(err.value, sl.ScalelibError)
+
+
+@pytest.mark.parametrize("answer", ["abc", {"a": 1}, [1, 2, 3, 4], float("nan"), object()])
+def test_check_never_raises_on_a_bad_answer_and_prints_the_verdict(answer, capsys):
+    sl.check("99.1", answer)
+    out = capsys.readouterr().out
+    assert out.startswith("❌ Exercise 99.1: ")
+    assert out == sl.verdict("99.1", answer).message + "\n"
+
+
+def test_check_prints_for_a_function_that_raises(capsys):
+    sl.check("99.4", lambda B, D: 1 / 0)
+    assert capsys.readouterr().out == (
+        "❌ Exercise 99.4: your function raised ZeroDivisionError: division by zero when called with B=1, D=2.\n")
+
+
+def test_check_in_ipython_displays_the_verdict_as_json(monkeypatch):
+    """The contract `scalelib grade` relies on: text/plain plus the verdict MIME bundle."""
+    import IPython
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.append((objs, kw)))
+    sl.check("99.1", 8000)
+    v = sl.verdict("99.1", 8000)
+    assert shown == [(({"text/plain": v.message},), {"metadata": {VERDICT_KEY: v.to_json()}, "raw": True})]
+    assert v.to_json() == {"exercise": "99.1", "status": "incorrect", "message": v.message, "rel_error": 7.0,
+                           "diagnosis": f"{COMMON_MISTAKES[8.0]} (your answer is too large by that factor)"}
