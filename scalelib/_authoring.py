@@ -67,8 +67,8 @@ class Drift:
 
     `problem` is ``"missing"`` (no exercise notebook for a solution), ``"stale"``
     (differs from what its solution generates), ``"extra"`` (an exercise notebook
-    with no solution), ``"setup cell"`` (its setup block differs from the one
-    ``book/_config.yml`` gives) or ``"no setup cell"`` (its first code cell has none).
+    with no solution), ``"setup cell"`` (its setup block, or a chapter's Colab
+    link, differs from what ``book/_config.yml`` gives) or ``"no setup cell"`` (its first code cell has none).
     """
 
     path: Path
@@ -79,7 +79,7 @@ class Drift:
             "missing": "missing (its solution notebook has no exercise notebook yet)",
             "stale": "stale (differs from what its solution notebook generates)",
             "extra": "extra (no solution notebook of that name)",
-            "setup cell": "its setup cell differs from the one book/_config.yml gives",
+            "setup cell": "its setup cell (or, in book/, its Colab link) differs from what book/_config.yml gives",
             "no setup cell": "its first code cell has no `# Setup:` block",
         }
         return f"{self.path}: {why.get(self.problem, self.problem)}"
@@ -369,19 +369,8 @@ def generate(solutions_dir="solutions", exercises_dir="exercises", check: bool =
 # Setup cells
 
 
-def setup_cell_source(config_path="book/_config.yml") -> str:
-    """The setup code every notebook starts with, for the repository named in `config_path`.
-
-    It imports scalelib, and where that fails (on Colab) first installs it from
-    ``git+<repository url>@<branch>``, read from the book's configuration::
-
-        repository:
-          url: https://github.com/owner/course
-          branch: main
-
-    Raises:
-        AuthoringError: the file is missing, or has no ``repository: url:`` or ``branch:``.
-    """
+def _book_config(config_path) -> dict:
+    """The repository url and branch, and the Colab address, from the book's `config_path`."""
     import yaml
 
     path = Path(config_path)
@@ -401,8 +390,59 @@ def setup_cell_source(config_path="book/_config.yml") -> str:
                 f"{path}: `repository: {key}:` must be set to the course repository's {key} "
                 f"(e.g. {example}), got {value!r}"
             )
-        values[key] = value.strip()
-    return SETUP_TEMPLATE.format(url=values["url"].rstrip("/"), branch=values["branch"])
+        values[key] = value.strip().rstrip("/")
+    buttons = config.get("launch_buttons") if isinstance(config, dict) else None
+    colab = buttons.get("colab_url") if isinstance(buttons, dict) else None
+    values["colab"] = (colab or "https://colab.research.google.com").rstrip("/")
+    return values
+
+
+def setup_cell_source(config_path="book/_config.yml") -> str:
+    """The setup code every notebook starts with, for the repository named in `config_path`.
+
+    It imports scalelib, and where that fails (on Colab) first installs it from
+    ``git+<repository url>@<branch>``, read from the book's configuration::
+
+        repository:
+          url: https://github.com/owner/course
+          branch: main
+
+    Raises:
+        AuthoringError: the file is missing, or has no ``repository: url:`` or ``branch:``.
+    """
+    values = _book_config(config_path)
+    return SETUP_TEMPLATE.format(url=values["url"], branch=values["branch"])
+
+
+#: The line that opens a chapter notebook in Colab; the last line of its first Markdown cell.
+COLAB_LINK_PREFIX = "[Open in Colab]("
+
+
+def colab_link(notebook_path, config_path="book/_config.yml") -> str:
+    """``[Open in Colab](…)`` for the notebook at `notebook_path`, from the book's configuration.
+
+    The path is taken relative to the repository root, the folder above ``book/``.
+    """
+    values = _book_config(config_path)
+    root = Path(config_path).resolve().parents[1]
+    relative = Path(notebook_path).resolve().relative_to(root).as_posix()
+    github = values["url"].split("github.com/", 1)[-1]
+    return f"{COLAB_LINK_PREFIX}{values['colab']}/github/{github}/blob/{values['branch']}/{relative})"
+
+
+def with_colab_link(nb, link: str):
+    """A copy of `nb` whose first Markdown cell ends with the line `link` (replacing an older one)."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+        lines = [line for line in source.rstrip("\n").split("\n") if not line.startswith(COLAB_LINK_PREFIX)]
+        while lines and not lines[-1].strip():
+            lines.pop()
+        cell.source = "\n".join(lines + ["", link])
+        break
+    return nb
 
 
 def _with_setup(source: str, setup: str) -> str | None:
@@ -463,7 +503,8 @@ def course_notebooks(root=".") -> list[Path]:
 
 
 def sync_setup_cells(paths: Iterable, check: bool = False, config_path="book/_config.yml") -> list[Drift]:
-    """Make the first code cell of each notebook in `paths` start with :func:`setup_cell_source`.
+    """Make the first code cell of each notebook in `paths` start with :func:`setup_cell_source`,
+    and the first Markdown cell of each chapter notebook (in ``book/``) end with its :func:`colab_link`.
 
     The setup block is the lines from the ``# Setup:`` comment through the last
     ``import scalelib as sl`` of the first code cell; lines after it (``import jax``
@@ -483,6 +524,8 @@ def sync_setup_cells(paths: Iterable, check: bool = False, config_path="book/_co
     for path in map(Path, paths):
         nb = _read(path)
         synced, had_block = with_setup_cell(nb, setup)
+        if path.resolve().parent.name == "book":  # chapter notebooks open with a Colab link
+            synced = with_colab_link(synced, colab_link(path, config_path))
         text = notebook_text(synced)
         if text != notebook_text(nb):
             drift.append(Drift(path, "setup cell" if had_block else "no setup cell"))

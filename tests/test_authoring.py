@@ -9,6 +9,7 @@ from hypothesis import given, strategies as st
 from scalelib._authoring import (
     AuthoringError,
     Drift,
+    colab_link,
     exercise_code,
     generate,
     generate_exercise_notebook,
@@ -350,3 +351,26 @@ def test_cli_generate_says_what_it_wrote_and_removed(tmp_path, monkeypatch, caps
     (tmp_path / "exercises/old.ipynb").write_text("{}")
     assert main(["generate"]) == 0
     assert capsys.readouterr().out == "created exercises/ch99.ipynb\nremoved exercises/old.ipynb (no solution notebook)\n"
+
+
+def test_chapter_notebooks_get_a_colab_link_built_from_the_config(tmp_path):
+    (tmp_path / "book").mkdir()
+    cfg = config(tmp_path).rename(tmp_path / "book/_config.yml")
+    path = tmp_path / "book/ch99_topic.ipynb"
+    nbformat.write(notebook(("md", "# Chapter 99\n\nA promise."), ("code", SETUP)), path)
+    link = "[Open in Colab](https://colab.research.google.com/github/example/course/blob/main/book/ch99_topic.ipynb)"
+    assert colab_link(path, cfg) == link
+    assert sync_setup_cells([path], config_path=cfg) == [Drift(path, "setup cell")]
+    assert nbformat.read(path, 4).cells[0].source == "# Chapter 99\n\nA promise.\n\n" + link
+    assert sync_setup_cells([path], check=True, config_path=cfg) == []
+    moved = cfg.read_text().replace("example/course", "someone/fork")
+    cfg.write_text(moved)
+    sync_setup_cells([path], config_path=cfg)
+    assert nbformat.read(path, 4).cells[0].source.endswith("github/someone/fork/blob/main/book/ch99_topic.ipynb)")
+    assert nbformat.read(path, 4).cells[0].source.count("[Open in Colab]") == 1
+
+
+def test_solution_notebooks_get_no_colab_link(tmp_path):
+    path = tmp_path / "ch99.ipynb"
+    nbformat.write(notebook(("md", "# Title"), ("code", SETUP)), path)
+    assert sync_setup_cells([path], check=True, config_path=config(tmp_path)) == []
