@@ -13,6 +13,7 @@ functions that use them.
 from ._collectives import allgather_time, allreduce_time, alltoall_time, reducescatter_time
 from ._check import COMMON_MISTAKES, Exercise, Verdict, check, exercises, get_exercise, verdict
 from ._derivation import Derivation
+from ._diagrams import draw_chip, draw_fat_tree, draw_gpu_node, draw_torus, plot_spec_comparison
 from ._errors import InvalidValueError, ScalelibError, UnknownNameError
 from ._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
 from ._plot import plot_roofline
@@ -48,4 +49,6 @@ __all__ = [
     "GpuCluster", "Tile", "TpuSlice", "allgather_time", "allreduce_time", "alltoall_time", "best_tile",
     "gpu_cluster", "reducescatter_time", "search_tiles", "tile_intensity", "tile_smem_bytes", "tpu_pod", "tpu_slice",
     "data_parallel_critical_batch", "pipeline_bubble_fraction", "tensor_parallel_max_degree",
+    # pictures of the hardware (chapters 2 and 12)
+    "draw_chip", "draw_fat_tree", "draw_gpu_node", "draw_torus", "plot_spec_comparison",
 ]

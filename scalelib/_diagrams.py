@@ -14,7 +14,7 @@ import numpy as np
 
 from ._errors import InvalidValueError, unknown
 from ._specs import ChipSpec, chip as _chip, chips as _chips
-from ._topology import NODES_PER_SCALABLE_UNIT, GpuCluster, TpuSlice, gpu_cluster
+from ._topology import GpuCluster, TpuSlice, gpu_cluster
 from ._units import fmt
 
 #: NVSwitch chips in one NVLink domain (node). Sources: NVIDIA HGX A100 data sheet (6 NVSwitches),
@@ -63,7 +63,8 @@ def _box(ax, x, y, w, h, text="", color="#DDE6F0", gid=None, fontsize=8, edge="#
 
     ax.add_patch(Rectangle((x, y), w, h, facecolor=color, edgecolor=edge, linewidth=0.8, gid=gid))
     if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, **text_kw)
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize,
+                gid=f"{gid}-label" if gid else None, **text_kw)
 
 
 def _schematic(ax, xlim, ylim, title):
@@ -74,18 +75,16 @@ def _schematic(ax, xlim, ylim, title):
     ax.set_title(title, fontsize=10)
 
 
+_PREFIX_POWER = {"": 0, "k": 1, "M": 2, "G": 3, "T": 4, "Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4}
+
+
 def _bytes(value) -> str:
-    """Bytes as the data sheet says them: decimal (``256 kB``) unless only binary is exact (``128 MiB``)."""
-    decimal, binary = fmt(value, "B"), fmt(value, "B", binary=True)
-    exact = lambda text, base: math.isclose(float(text.split()[0]) * base ** _power(text), value, rel_tol=1e-9)
-    if exact(decimal, 1000) or not exact(binary, 1024):
-        return decimal
-    return binary
-
-
-def _power(text: str) -> int:
-    prefix = text.split()[1][0]
-    return {"k": 1, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}.get(prefix, 0)
+    """Bytes as the data sheet says them: decimal when exact (``256 kB``), else binary when exact (``128 MiB``)."""
+    for binary, base in ((False, 1000), (True, 1024)):
+        number, unit = fmt(value, "B", binary=binary).split()
+        if math.isclose(float(number) * base ** _PREFIX_POWER.get(unit[:-1], 0), value, rel_tol=1e-9):
+            return f"{number} {unit}"
+    return fmt(value, "B")
 
 
 def _gpu_spec(chip, what: str) -> ChipSpec:
@@ -130,16 +129,19 @@ def draw_torus(topology: TpuSlice, route=None, ax=None):
         raise InvalidValueError(f"`topology` must be a TpuSlice (from tpu_slice or tpu_pod), got {topology!r}{hint}")
     path = None
     if route is not None:
-        if isinstance(route, str) or not hasattr(route, "__len__") or len(route) != 2:
+        if (isinstance(route, str) or not hasattr(route, "__len__") or len(route) != 2
+                or not all(hasattr(end, "__len__") for end in route)):
             raise InvalidValueError(f"`route` must be a pair of chip coordinates (a, b), got {route!r}")
         path = topology.route(*route)  # checks both ends lie in the slice
 
     shape = tuple(topology.shape) + (1,) * (3 - len(topology.shape))
     X, Y, Z = shape
     wrap = tuple(topology.wraparound) + (False,) * (3 - len(topology.wraparound))
-    cols = Z if Z <= 4 else math.ceil(Z / math.ceil(Z / 4))  # layers per row of panels
-    rows = math.ceil(Z / cols)
     gap = 2.2 if Z > 1 else 0  # room between layers for stubs and labels
+    # layers per row of panels: all of them up to 4, else a grid of panels about 1.5 times wider than tall
+    cols = Z if Z <= 4 else max(1, round(math.sqrt(Z * (Y + gap) / (X + gap) * 1.5)))
+    rows = math.ceil(Z / cols)
+    cols = math.ceil(Z / rows)
 
     def at(c):
         c = tuple(c) + (0,) * (3 - len(c))
@@ -147,9 +149,11 @@ def draw_torus(topology: TpuSlice, route=None, ax=None):
 
     width = cols * (X - 1) + (cols - 1) * gap + 2
     height = rows * (Y - 1) + (rows - 1) * (gap + 0.6) + 2
-    ax = _axes(ax, figsize=(min(8, 1.2 + 0.45 * width), min(8, 1.6 + 0.45 * height) * min(1, 8 / (1.2 + 0.45 * width))))
-    fig_w = ax.figure.get_size_inches()[0] * ax.get_position().width
-    cell_pt = 72 * fig_w / (width + 1)  # one grid step in points
+    step_in = min(0.6, 6.8 / width)  # inches per grid step: at most 8 inches wide
+    ax = _axes(ax, figsize=(1.2 + step_in * width, min(10, 1.6 + step_in * height)))
+    box = ax.get_position()
+    fig_w, fig_h = ax.figure.get_size_inches()
+    cell_pt = 72 * min(fig_w * box.width / (width + 0.4), fig_h * box.height / (height + 0.6))  # one grid step
     stub = 0.7  # length of a wraparound stub, in grid steps
 
     coords = [(x, y, z) for z in range(Z) for y in range(Y) for x in range(X)]
@@ -177,7 +181,8 @@ def draw_torus(topology: TpuSlice, route=None, ax=None):
     if Z > 1:
         for z in range(Z):
             corner = at((0, Y - 1, z))
-            ax.text(corner[0] + (X - 1) / 2, corner[1] + 0.75, f"Z = {z}", ha="center", fontsize=8)
+            ax.annotate(f"Z = {z}", (corner[0] + (X - 1) / 2, corner[1] + (stub if wrap[1] else 0.4)), xytext=(0, 2), ha="center",
+                        va="bottom", textcoords="offset points", fontsize=8 if cell_pt > 6 else 6)
     origin, ox, oy = at((0, 0, 0)), (-1.15 if wrap[0] else -0.75), (-1.15 if wrap[1] else -0.75)
     ax.annotate("", origin + (min(X - 1, 2) + 0.3, oy), origin + (-0.3, oy),
                 arrowprops=dict(arrowstyle="->", color="#555555"))
@@ -209,27 +214,26 @@ def draw_torus(topology: TpuSlice, route=None, ax=None):
 def _draw_route(ax, path, at, side_by_side, n_z, stub, lw, cell_pt, label_ends):
     """The route as one red line (broken where a hop leaves one edge and re-enters another)
     and its chips highlighted. `side_by_side(z1, z2)`: whether two layers are drawn next to each other."""
-    xs, ys = [], []
+    line = [at(path[0])]  # the route's points; NaN where it leaves one edge and re-enters another
     for p, q in zip(path, path[1:]):
         p3, q3 = tuple(p) + (0,) * (3 - len(p)), tuple(q) + (0,) * (3 - len(q))
         axis = next(i for i in range(3) if p3[i] != q3[i])
         a, b = at(p), at(q)
         if abs(p3[axis] - q3[axis]) == 1 and axis < 2:
-            segment = [a, b]
+            line += [b]
         elif axis < 2:  # a wraparound hop: leave the edge, re-enter the opposite one
             out = np.zeros(2)
             out[axis] = stub if q3[axis] < p3[axis] else -stub
-            segment = [a, a + out, [np.nan, np.nan], b - out, b]
+            line += [a + out, np.full(2, np.nan), b - out, b]
         elif side_by_side(p3[2], q3[2]):  # a Z hop to the next layer drawn beside: a curve
             mid = (a + b) / 2 + (0, 0.35 + 0.05 * np.linalg.norm(b - a))
-            t = np.linspace(0, 1, 30)[:, None]
-            segment = list((1 - t) ** 2 * a + 2 * (1 - t) * t * mid + t**2 * b)
+            t = np.linspace(0, 1, 30)[1:, None]
+            line += list((1 - t) ** 2 * a + 2 * (1 - t) * t * mid + t**2 * b)
         else:  # a Z hop to a layer drawn elsewhere: leave up-right (+Z) or down-left (-Z), enter opposite
             forward = (q3[2] - p3[2]) % n_z == 1
             out = np.array([0.5, 0.5]) * (1 if forward else -1)  # ends in the gap between four chips
-            segment = [a, a + out, [np.nan, np.nan], b - out, b]
-        xs += [s[0] for s in segment] + [np.nan]
-        ys += [s[1] for s in segment] + [np.nan]
+            line += [a + out, np.full(2, np.nan), b - out, b]
+    xs, ys = np.array(line).T
     ax.plot(xs, ys, color=ROUTE_COLOR, linewidth=max(1.5, lw * 2.2), zorder=3, gid="route", label="route",
             solid_capstyle="round")
     points = np.array([at(c) for c in path])
@@ -309,8 +313,8 @@ def draw_gpu_node(chip: str | ChipSpec = "h100", ax=None):
     ax.text(W + 0.3, (y_sw + 0.35), f"{n_switch} NVSwitches", **label)
     ax.text(W + 0.3, nvlink_label_y, f"NVLink {nvlink} per GPU\n(one direction),\n"
             "every GPU to every switch", **label)
-    trays = f"\nin {n_gpu // 4} trays of 4" if n_gpu > 16 else ""
-    ax.text(W + 0.3, gpu_label_y, f"{n_gpu} GPUs{trays},\n{fmt(spec.hbm_bytes, 'B')} HBM each", **label)
+    in_trays = f"\nin {n_gpu // 4} trays of 4" if n_gpu > 16 else ""
+    ax.text(W + 0.3, gpu_label_y, f"{n_gpu} GPUs{in_trays},\n{fmt(spec.hbm_bytes, 'B')} HBM each", **label)
 
     bottom = y_gpu - (2.6 if n_nic else 1.4)
     if n_nic:
@@ -325,7 +329,7 @@ def draw_gpu_node(chip: str | ChipSpec = "h100", ax=None):
         else:
             _box(ax, W * 0.25, y_nic - 0.1, W * 0.5, 0.6, f"{n_nic} NICs × {port}", color="#E3DDF2", gid="nic")
             ax.plot([W / 2, W / 2], [y_nic + 0.5, y_gpu], color="#555555", linewidth=0.8)
-            nic_text = "one InfiniBand port\nper GPU"
+            nic_text = "one InfiniBand port\nper GPU" if n_nic == n_gpu else f"{n_nic} InfiniBand ports"
         ax.text(W + 0.3, y_nic + 0.2, nic_text, **label)
         _box(ax, 0, bottom, W, 0.6, "InfiniBand network (fat tree, see draw_fat_tree)", color="#EEEEEE", fontsize=8)
         drops = [x + gw / 2 for x in nic_under] if nic_under is not None else [W * f for f in (0.3, 0.5, 0.7)]
@@ -387,7 +391,7 @@ def draw_fat_tree(cluster: GpuCluster, ax=None):
     per_su_leaves = math.ceil(cluster.num_leaf_switches / n_su) if cluster.num_leaf_switches else 0
     up, down = [], []
     for n, (nx, ny) in centres.get("node", {}).items():
-        su = n // NODES_PER_SCALABLE_UNIT
+        su = n // cluster.nodes_per_scalable_unit
         for leaf, (lx, ly) in centres.get("leaf", {}).items():
             if cluster.levels == 1 or leaf // per_su_leaves == su:
                 down.append([(nx, ny + height), (lx, ly)])
@@ -400,7 +404,7 @@ def draw_fat_tree(cluster: GpuCluster, ax=None):
     label = dict(fontsize=8, va="center", ha="left")
     nodes_text = f"{cluster.num_nodes} node{'s' if cluster.num_nodes > 1 else ''} × {cluster.gpus_per_node} GPUs"
     if n_su > 1:
-        nodes_text += f"\n({n_su} scalable units of {NODES_PER_SCALABLE_UNIT})"
+        nodes_text += f"\n({n_su} scalable units of {cluster.nodes_per_scalable_unit})"
     ax.text(W + 0.3, height / 2, nodes_text, **label)
     egress = fmt(cluster.node_egress_bytes_per_s, "B/s")
     if cluster.levels == 0:
@@ -632,7 +636,8 @@ def plot_spec_comparison(chips: Iterable[str | ChipSpec] | None = None,
         for h, label in zip(*panel.get_legend_handles_labels()):
             handles.setdefault(label, h)
     axes[0].legend(handles.values(), handles.keys(), fontsize=8, loc="upper left")
-    axes[0].set_title("TPU and GPU generations, per chip" if len(fields) > 1
+    families = " and ".join(f.upper() for f in FAMILY_STYLE if any(s.family == f for s in specs)) or "chip"
+    axes[0].set_title(f"{families} generations, per chip" if len(fields) > 1
                       else f"{SPEC_FIELDS[fields[0]][0]} per chip", fontsize=10)
     if ax is None:
         fig.tight_layout()

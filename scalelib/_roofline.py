@@ -113,8 +113,8 @@ class Roofline:
 
     @property
     def bound(self):
-        """Which resource binds: ``"compute"``, or ``"memory"`` (HBM) / ``"communication"`` (a link)."""
-        other = "memory" if self.bandwidth == "hbm" else "communication"
+        """Which resource binds: ``"compute"``, or ``"memory"`` (HBM, VMEM) / ``"communication"`` (a link)."""
+        other = "memory" if self.bandwidth in ("hbm", "vmem") else "communication"
         labels = np.where(np.asarray(self.t_math_s) >= np.asarray(self.t_comms_s), "compute", other)
         return str(labels) if labels.ndim == 0 else labels
 

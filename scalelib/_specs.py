@@ -40,6 +40,7 @@ BANDWIDTHS: Mapping[str, str] = MappingProxyType(
         "pcie": "pcie_bytes_per_s",
         "dcn": "dcn_bytes_per_s_per_chip",
         "nvlink": "scale_up_bytes_per_s_per_gpu",
+        "vmem": "vmem_bytes_per_s",
     }
 )
 
@@ -76,11 +77,13 @@ class ChipSpec:
     ici_links_per_chip: int | None = None
     pod_shape: tuple[int, ...] | None = None
     host_shape: tuple[int, ...] | None = None
+    wraparound_cube: int | None = None  # slices of whole cubes of this side wrap on every axis
     dcn_bytes_per_s_per_chip: float | None = None
     pcie_bytes_per_s: float | None = None
     cores: int | None = None  # TensorCores per TPU chip, SMs per GPU
     mxu_size: int | None = None  # a TPU MXU is mxu_size x mxu_size
     fast_mem_bytes_per_core: float | None = None  # VMEM per TensorCore, SMEM per SM
+    vmem_bytes_per_s: float | None = None  # VMEM <-> MXU/VPU bandwidth of a TPU
     tmem_bytes_per_core: float | None = None
     registers_bytes_per_core: float | None = None  # register file per SM
     l2_bytes: float | None = None
@@ -123,7 +126,7 @@ class ChipSpec:
 
     def bandwidth(self, kind: str = "hbm") -> float:
         """Bandwidth in bytes/s: `kind` is one of hbm, ici (one-way per link),
-        ici_bidirectional (per link), pcie, dcn (per chip), nvlink (per GPU)."""
+        ici_bidirectional (per link), pcie, dcn (per chip), nvlink (per GPU), vmem."""
         if kind not in BANDWIDTHS:
             raise unknown("bandwidth", kind, BANDWIDTHS)
         value = getattr(self, BANDWIDTHS[kind])

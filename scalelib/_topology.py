@@ -102,7 +102,10 @@ class TpuSlice:
 
     # --- routing -------------------------------------------------------------
     def _coords(self, name: str, coords) -> tuple[int, ...]:
-        coords = tuple(coords)
+        try:
+            coords = tuple(coords)
+        except TypeError:
+            raise InvalidValueError(f"`{name}` must be {len(self.shape)} coordinates within {self.shape}, got {coords!r}") from None
         if len(coords) != len(self.shape) or not all(
             isinstance(c, (int, np.integer)) and 0 <= c < s for c, s in zip(coords, self.shape)
         ):
@@ -126,9 +129,8 @@ class TpuSlice:
         a, b = self._coords("a", a), self._coords("b", b)
         path, here = [a], list(a)
         for i, (n, wrap) in enumerate(zip(self.shape, self.wraparound)):
-            forward = (b[i] - here[i]) % n
-            step = 1
             if wrap:
+                forward = (b[i] - here[i]) % n
                 steps, step = (forward, 1) if forward <= n - forward else (n - forward, -1)
             else:
                 steps, step = abs(b[i] - here[i]), (1 if b[i] >= here[i] else -1)
@@ -190,9 +192,11 @@ class TpuSlice:
 def tpu_slice(chip: str | ChipSpec, shape, wraparound=None) -> TpuSlice:
     """A slice of `shape` chips (e.g. ``(4, 4)`` of TPU v5e, ``(4, 4, 8)`` of v5p). Chapter 2.
 
-    An axis has wraparound links when it spans the pod's whole axis (16 on v5e,
-    v4p; the course's reference table); pass `wraparound` (one bool per axis) to
-    turn them off. A slice cannot be bigger than the pod along any axis.
+    On 2D pods (v5e, v6e) an axis has wraparound links when it spans the pod's
+    whole axis (16 chips). On 3D pods built of 4x4x4 cubes joined by optical
+    switches (v4p, v5p, TPU7x) a slice made of whole cubes wraps on every axis and a
+    smaller one on none (How to Scale Your Model, ch. 2). Pass `wraparound` (one
+    bool per axis) to turn links off. A slice cannot outgrow the pod on any axis.
 
     >>> tpu_slice("tpu-v5e", (16, 16))
     TpuSlice(tpu-v5e, X=16↻, Y=16↻; 256 chips)
@@ -210,18 +214,24 @@ def tpu_slice(chip: str | ChipSpec, shape, wraparound=None) -> TpuSlice:
                 f"axis {name} of a {spec.name} slice can have at most {full} chips (the pod is "
                 f"{'x'.join(map(str, pod))}), got {n}"
             )
-    can_wrap = tuple(n == full and n > 2 for n, full in zip(shape, pod))
+    cube = spec.wraparound_cube
+    if cube:  # optical switches close the rings of any slice made of whole cubes
+        whole_cubes = all(n % cube == 0 for n in shape)
+        can_wrap = tuple(whole_cubes and n > 2 for n in shape)
+    else:
+        can_wrap = tuple(n == full and n > 2 for n, full in zip(shape, pod))
     if wraparound is None:
         wrap = can_wrap
     else:
-        wrap = tuple(bool(w) for w in wraparound) if not isinstance(wraparound, bool) else (wraparound,) * len(shape)
+        scalar = isinstance(wraparound, (bool, np.bool_))
+        wrap = (bool(wraparound),) * len(shape) if scalar else tuple(bool(w) for w in wraparound)
         if len(wrap) != len(shape):
             raise InvalidValueError(f"`wraparound` needs one bool per axis ({len(shape)}), got {wraparound!r}")
         for name, w, ok, n, full in zip(AXIS_NAMES, wrap, can_wrap, shape, pod):
             if w and not ok:
-                raise InvalidValueError(
-                    f"axis {name} of {n} chips cannot wrap around: wraparound needs the full axis of {full}"
-                )
+                need = (f"a slice of whole {cube}x{cube}x{cube} cubes (every axis a multiple of {cube}), "
+                        f"got {'x'.join(map(str, shape))}" if cube else f"the full axis of {full}")
+                raise InvalidValueError(f"axis {name} of {n} chips cannot wrap around: wraparound needs {need}")
     return TpuSlice(spec, shape, wrap)
 
 
@@ -239,8 +249,10 @@ def tpu_pod(chip: str | ChipSpec) -> TpuSlice:
 IB_PORT_BYTES_PER_S = 50e9
 #: Ports of an InfiniBand NDR switch (NVIDIA Quantum-2 QM9700: 64 ports of 400 Gb/s).
 IB_SWITCH_PORTS = 64
-#: Nodes in a scalable unit of an NVIDIA DGX H100 SuperPOD (32 nodes, 256 GPUs, 8 leaf switches).
-NODES_PER_SCALABLE_UNIT = 32
+#: Nodes in a scalable unit of an NVIDIA DGX SuperPOD, by GPUs per node: 32 nodes of 8 GPUs
+#: (256 GPUs, 8 leaf switches; DGX H100 SuperPOD reference architecture), or 8 racks of 72
+#: GPUs (576 GPUs; DGX GB200 SuperPOD reference architecture).
+NODES_PER_SCALABLE_UNIT = {8: 32, 72: 8}
 
 
 @dataclass(frozen=True)
@@ -288,8 +300,12 @@ class GpuCluster:
         return math.ceil(self.node_egress_bytes_per_s / self.port_bytes_per_s)
 
     @property
+    def nodes_per_scalable_unit(self) -> int:
+        return NODES_PER_SCALABLE_UNIT.get(self.gpus_per_node, 32)
+
+    @property
     def num_scalable_units(self) -> int:
-        return math.ceil(self.num_nodes / NODES_PER_SCALABLE_UNIT)
+        return math.ceil(self.num_nodes / self.nodes_per_scalable_unit)
 
     @property
     def levels(self) -> int:

@@ -150,3 +150,35 @@ def test_bad_clusters_are_explained():
         sl.gpu_cluster("h100", 2, oversubscription=0.5)
     with pytest.raises(sl.InvalidValueError, match=r"^`level` must be 'leaf' or 'spine', got 'core'$"):
         sl.gpu_cluster("h100", 2).egress_bytes_per_s_per_node("core")
+
+
+def test_slices_of_whole_cubes_wrap_on_every_axis_through_the_optical_switches():
+    # How to Scale Your Model, ch. 2: v4p/v5p pods are 4x4x4 cubes joined by optical switches.
+    assert sl.tpu_slice("tpu-v5p", (4, 4, 4)).wraparound == (True, True, True)
+    assert sl.tpu_slice("tpu-v4p", (4, 8, 16)).wraparound == (True, True, True)
+    assert sl.tpu_slice("tpu-v5p", (2, 2, 4)).wraparound == (False, False, False)
+    with pytest.raises(sl.InvalidValueError, match=r"^axis X of 2 chips cannot wrap around: wraparound needs a slice of whole "
+                       r"4x4x4 cubes \(every axis a multiple of 4\), got 2x4x4$"):
+        sl.tpu_slice("tpu-v5p", (2, 4, 4), wraparound=True)
+
+
+def test_wraparound_accepts_numpy_booleans():
+    import numpy as np
+
+    assert sl.tpu_slice("tpu-v5e", (16, 16), wraparound=np.False_).wraparound == (False, False)
+
+
+def test_a_coordinate_that_is_not_a_sequence_is_named():
+    with pytest.raises(sl.InvalidValueError, match=r"^`a` must be 2 coordinates within \(4, 4\), got 0$"):
+        sl.tpu_slice("tpu-v5e", (4, 4)).route(0, (1, 1))
+
+
+def test_scalable_units_of_nvl72_racks_hold_eight_racks():
+    # NVIDIA DGX GB200 SuperPOD: a scalable unit is 8 NVL72 racks (576 GPUs).
+    assert sl.gpu_cluster("gb200-nvl72", 32).num_scalable_units == 4
+    assert sl.gpu_cluster("h100", 33).num_scalable_units == 2
+
+
+def test_vmem_roofline_of_a_v5e():
+    # VMEM feeds the MXUs about 22 times faster than HBM (ch. 2), so its ridge sits near 11 FLOP/B.
+    assert sl.critical_intensity("tpu-v5e", "bf16", "vmem") == pytest.approx(240 / 22, rel=0.02)

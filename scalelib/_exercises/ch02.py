@@ -32,22 +32,22 @@ def _pod_chips(name: str) -> Derivation:
 
 # 2.1 -------------------------------------------------------------------------
 
-_2_1 = dict(params=200e9, chips=32, chip="tpu-v4p")
+_2_1 = dict(params=70e9, chips=16, chip="tpu-v5e")
 
 
 def _sampling_latency_bound(explain: bool = True):
-    """Reference for 2.1: each chip streams its 1/32 share of the bf16 weights from its own HBM."""
+    """Reference for 2.1: each chip streams its 1/16 share of the bf16 weights from its own HBM."""
     per_chip = _2_1["params"] * bytes_per_value("bf16") / _2_1["chips"]
     return t_comms(per_chip, _2_1["chip"], "hbm", explain=explain)
 
 
 register(Exercise(
     id="2.1",
-    title="A lower bound on sampling latency: 200B parameters on 32 TPU v4p",
+    title="A lower bound on sampling latency: 70B parameters on a TPU v5e 4x4 slice",
     reference=_sampling_latency_bound,
     unit="s",
     mistakes={
-        float(_2_1["chips"]): "a factor of 32: the 32 chips read their shares of the weights at the same time, "
+        float(_2_1["chips"]): "a factor of 16: the 16 chips read their shares of the weights at the same time, "
                               "each from its own HBM, so divide the bytes by the number of chips",
         2.0: "a factor of 2: a bf16 parameter takes 2 bytes",
     },
@@ -67,14 +67,16 @@ def _pod_flops(name: str, explain: bool = True):
 
 register(Exercise(
     id="2.2",
-    title="Peak bf16 FLOP/s of a full TPU v5e pod",
-    reference=lambda: _pod_flops("tpu-v5e"),
+    title="Peak bf16 FLOP/s of a full TPU v6e pod",
+    reference=lambda: _pod_flops("tpu-v6e"),
     unit="FLOP/s",
     mistakes={
-        _factor(chip("tpu-v5e").flops_per_s("int8"), chip("tpu-v5e").flops_per_s("bf16")):
+        _factor(chip("tpu-v6e").flops_per_s("int8"), chip("tpu-v6e").flops_per_s("bf16")):
             "a factor of 2: that is the int8 rate (`int8_ops_per_s`); the question asks for bf16",
-        float(math.prod(chip("tpu-v5e").host_shape)):
-            "a factor of 8: you multiplied by the number of hosts (32), not of chips (256); a v5e host drives 8 chips",
+        float(math.prod(chip("tpu-v6e").host_shape)):
+            f"a factor of {math.prod(chip('tpu-v6e').host_shape)}: you multiplied by the number of hosts "
+            f"({tpu_pod('tpu-v6e').num_hosts}), not of chips ({tpu_pod('tpu-v6e').num_chips}); "
+            f"a v6e host drives {math.prod(chip('tpu-v6e').host_shape)} chips",
     },
 ))
 
@@ -92,11 +94,11 @@ def _pod_hbm(name: str, explain: bool = True):
 
 register(Exercise(
     id="2.3",
-    title="Total HBM of a full TPU v5p pod",
-    reference=lambda: _pod_hbm("tpu-v5p"),
+    title="Total HBM of a full TPU7x (Ironwood) pod",
+    reference=lambda: _pod_hbm("tpu7x"),
     unit="B",
     mistakes={
-        float(chip("tpu-v5p").cores): "a factor of 2: `hbm_bytes` is per chip, shared by its two TensorCores; "
+        float(chip("tpu7x").cores): "a factor of 2: `hbm_bytes` is per chip, shared by its two TensorCores; "
                                       "do not multiply it by the cores",
     },
 ))
