@@ -69,3 +69,11 @@ def test_fresh_exercises_run_to_the_end_and_report_not_attempted(name):
     chapter = int(re.match(r"ch(\d+)_", name).group(1))
     assert [e.exercise for e in grade.exercises] == list(sl.exercises(chapter))
     assert {e.status for e in grade.exercises} == {"not attempted"}
+
+
+def test_package_metadata_names_the_repository_of_the_book_config():
+    import tomllib
+
+    config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["urls"]["Repository"] == config["repository"]["url"]
