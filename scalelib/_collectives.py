@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._derivation import q, result
+from ._derivation import plain, q, result
 from ._errors import InvalidValueError, require_nonnegative
 from ._topology import ICI_HOP_LATENCY_S, GpuCluster, TpuSlice
 
@@ -48,7 +48,7 @@ def _torus(name: str, nbytes, topo: TpuSlice, axes, hop_latency_s: float, explai
     latency = hops * hop_latency_s * (2 if name == "AllReduce" else 1)
     bandwidth = factor * V / W
     value = np.maximum(latency, bandwidth)
-    value = float(value) if value.ndim == 0 else value
+    value = plain(value)
     prefix = {1.0: "", 2.0: "2 · ", 0.25: "¼ · "}[factor]
     hop_prefix = "2 · " if name == "AllReduce" else ""
     return result(
@@ -95,7 +95,7 @@ def _gpu(name: str, nbytes, topo: GpuCluster, group, step_latency_s: float, expl
         steps = passes * (M - 1 + per_node - 1)
     latency = steps * step_latency_s
     value = np.maximum(latency, np.maximum.reduce([np.asarray(t, dtype=float) for t in terms]))
-    value = float(value) if value.ndim == 0 else value
+    value = plain(value)
     counts = f"N = {N}" + (f", M = {N // per_node} nodes" if N > per_node else "")
     return result(
         explain, f"T_{name}({N} GPUs)", f"max(steps · T_step, {', '.join(texts)})",

@@ -62,6 +62,12 @@ def q(value, unit: str = "") -> str:
     return fmt(value, unit)
 
 
+def plain(x):
+    """`x` as a float when it is a single number, as a float array otherwise."""
+    arr = np.asarray(x, dtype=float)
+    return float(arr) if arr.ndim == 0 else arr
+
+
 def value_of(x):
     """The number inside `x`, whether `x` is a Derivation or already a number."""
     return x.value if isinstance(x, Derivation) else x

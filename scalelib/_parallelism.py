@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._derivation import q, result
+from ._derivation import plain, q, result
 from ._errors import InvalidValueError, require_positive
 from ._topology import GpuCluster, TpuSlice
 
@@ -63,7 +63,7 @@ def tensor_parallel_max_degree(F, topology, dtype: str = "bf16", axes=None, *, e
     W, name = _link_bandwidth(topology, axes)
     C = topology.spec.flops_per_s(dtype)
     value = np.asarray(F, dtype=float) * W / C
-    value = float(value) if value.ndim == 0 else value
+    value = plain(value)
     return result(explain, "Y_max", f"F · {name} / C", f"{q(F)} · {q(W, 'B/s')} / {q(C, 'FLOP/s')}", value, "chips")
 
 
@@ -72,6 +72,6 @@ def pipeline_bubble_fraction(stages, microbatches, *, explain: bool = False):
     require_positive(stages=stages, microbatches=microbatches)
     p, m = np.asarray(stages, dtype=float), np.asarray(microbatches, dtype=float)
     value = (p - 1) / (m + p - 1)
-    value = float(value) if value.ndim == 0 else value
+    value = plain(value)
     return result(explain, "bubble", "(p − 1) / (m + p − 1)", f"({q(stages)} − 1) / ({q(microbatches)} + {q(stages)} − 1)",
                   value, "")

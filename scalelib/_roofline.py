@@ -18,16 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._derivation import Derivation, q, result
+from ._derivation import Derivation, plain, q, result
 from ._errors import InvalidValueError, require_nonnegative, require_positive
 from ._specs import ChipSpec, bytes_per_value, chip as _chip
 from ._units import fmt
-
-
-def _num(x):
-    """A plain float for scalars, an array otherwise."""
-    arr = np.asarray(x, dtype=float)
-    return float(arr) if arr.ndim == 0 else arr
 
 
 def arithmetic_intensity(flops, bytes_moved, *, explain: bool = False):
@@ -42,7 +36,7 @@ def arithmetic_intensity(flops, bytes_moved, *, explain: bool = False):
     """
     require_nonnegative(flops=flops)
     require_positive(bytes_moved=bytes_moved)
-    value = _num(np.asarray(flops, dtype=float) / np.asarray(bytes_moved, dtype=float))
+    value = plain(np.asarray(flops, dtype=float) / np.asarray(bytes_moved, dtype=float))
     return result(explain, "intensity", "FLOPs / bytes", f"{q(flops, 'FLOP')} / {q(bytes_moved, 'B')}", value, "FLOP/B")
 
 
@@ -70,7 +64,7 @@ def t_math(flops, chip: str | ChipSpec, dtype: str = "bf16", *, explain: bool = 
     require_nonnegative(flops=flops)
     spec = _chip(chip)
     C = spec.flops_per_s(dtype)
-    value = _num(np.asarray(flops, dtype=float) / C)
+    value = plain(np.asarray(flops, dtype=float) / C)
     return result(explain, "T_math", "FLOPs / C", f"{q(flops, 'FLOP')} / {q(C, 'FLOP/s')}", value, "s")
 
 
@@ -79,7 +73,7 @@ def t_comms(bytes_moved, chip: str | ChipSpec, bandwidth: str = "hbm", *, explai
     require_nonnegative(bytes_moved=bytes_moved)
     spec = _chip(chip)
     W = spec.bandwidth(bandwidth)
-    value = _num(np.asarray(bytes_moved, dtype=float) / W)
+    value = plain(np.asarray(bytes_moved, dtype=float) / W)
     return result(explain, "T_comms", "bytes / W", f"{q(bytes_moved, 'B')} / {q(W, 'B/s')}", value, "s")
 
 
@@ -104,12 +98,12 @@ class Roofline:
     @property
     def t_lower_s(self):
         """Optimistic bound: computation and communication overlap, max(T_math, T_comms)."""
-        return _num(np.maximum(self.t_math_s, self.t_comms_s))
+        return plain(np.maximum(self.t_math_s, self.t_comms_s))
 
     @property
     def t_upper_s(self):
         """Pessimistic bound: no overlap at all, T_math + T_comms."""
-        return _num(np.add(self.t_math_s, self.t_comms_s))
+        return plain(np.add(self.t_math_s, self.t_comms_s))
 
     @property
     def bound(self):
@@ -121,7 +115,7 @@ class Roofline:
     @property
     def flops_per_s(self):
         """Achieved rate at the optimistic bound, FLOPs / T_lower (FLOP/s)."""
-        return _num(np.asarray(self.flops, dtype=float) / self.t_lower_s)
+        return plain(np.asarray(self.flops, dtype=float) / self.t_lower_s)
 
     def explain(self) -> Derivation:
         """The derivation of the optimistic bound, with T_math and T_comms spelled out."""
@@ -149,7 +143,7 @@ def roofline(flops, bytes_moved, chip: str | ChipSpec, dtype: str = "bf16", band
     ('compute', '698 µs')
     """
     spec = _chip(chip)
-    flops, bytes_moved = (_num(a) for a in np.broadcast_arrays(np.asarray(flops, dtype=float),
+    flops, bytes_moved = (plain(a) for a in np.broadcast_arrays(np.asarray(flops, dtype=float),
                                                                 np.asarray(bytes_moved, dtype=float)))
     return Roofline(
         spec=spec,
@@ -168,13 +162,13 @@ def attainable_flops_per_s(intensity, chip: str | ChipSpec, dtype: str = "bf16",
     """The roof: min(C, intensity x W) in FLOP/s for operations of the given intensity. Chapter 1."""
     require_nonnegative(intensity=intensity)
     spec = _chip(chip)
-    return _num(np.minimum(spec.flops_per_s(dtype), np.asarray(intensity, dtype=float) * spec.bandwidth(bandwidth)))
+    return plain(np.minimum(spec.flops_per_s(dtype), np.asarray(intensity, dtype=float) * spec.bandwidth(bandwidth)))
 
 
 def matmul_flops(B, D, F, *, explain: bool = False):
     """FLOPs of the matmul [B, D] x [D, F] = 2·B·D·F (one multiply and one add per term). Chapter 1."""
     require_positive(B=B, D=D, F=F)
-    value = _num(2 * np.asarray(B, dtype=float) * np.asarray(D, dtype=float) * np.asarray(F, dtype=float))
+    value = plain(2 * np.asarray(B, dtype=float) * np.asarray(D, dtype=float) * np.asarray(F, dtype=float))
     return result(explain, "FLOPs", "2·B·D·F", f"2·{q(B)}·{q(D)}·{q(F)}", value, "FLOP")
 
 
@@ -191,7 +185,7 @@ def matmul_bytes(B, D, F, dtype: str = "bf16", weight_dtype: str | None = None, 
     w = bytes_per_value(weight_dtype or dtype)
     o = bytes_per_value(out_dtype or dtype)
     B_, D_, F_ = (np.asarray(v, dtype=float) for v in (B, D, F))
-    value = _num(x * B_ * D_ + w * D_ * F_ + o * B_ * F_)
+    value = plain(x * B_ * D_ + w * D_ * F_ + o * B_ * F_)
     return result(
         explain, "bytes", "x·B·D + w·D·F + o·B·F",
         f"{q(x)}·{q(B)}·{q(D)} + {q(w)}·{q(D)}·{q(F)} + {q(o)}·{q(B)}·{q(F)}", value, "B",
@@ -202,7 +196,7 @@ def matmul_intensity(B, D, F, dtype: str = "bf16", weight_dtype: str | None = No
     """Arithmetic intensity of the matmul [B, D] x [D, F]: 2BDF / bytes; about B for bf16 when B << D, F. Chapter 1."""
     flops = matmul_flops(B, D, F, explain=True)
     nbytes = matmul_bytes(B, D, F, dtype, weight_dtype, out_dtype, explain=True)
-    value = _num(np.asarray(flops.value) / np.asarray(nbytes.value))
+    value = plain(np.asarray(flops.value) / np.asarray(nbytes.value))
     return result(explain, "intensity", "FLOPs / bytes", f"{q(flops.value, 'FLOP')} / {q(nbytes.value, 'B')}",
                   value, "FLOP/B", (flops, nbytes))
 
@@ -244,7 +238,7 @@ def critical_batch_size(chip: str | ChipSpec, dtype: str = "bf16", weight_dtype:
     require_positive(D=D, F=F)
     D_, F_ = np.asarray(D, dtype=float), np.asarray(F, dtype=float)
     denominator = 2 * D_ * F_ - I * (x * D_ + x * F_)
-    value = _num(np.where(denominator > 0, I * w * D_ * F_ / np.where(denominator > 0, denominator, 1), np.inf))
+    value = plain(np.where(denominator > 0, I * w * D_ * F_ / np.where(denominator > 0, denominator, 1), np.inf))
     return result(explain, "B_crit", "I·w·D·F / (2·D·F − I·(x·D + x·F))",
                   f"{q(I)}·{q(w)}·{q(D)}·{q(F)} / (2·{q(D)}·{q(F)} − {q(I)}·({q(x)}·{q(D)} + {q(x)}·{q(F)}))",
                   value, "tokens", (ci,))

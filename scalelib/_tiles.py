@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._derivation import q, result
+from ._derivation import plain, q, result
 from ._errors import InvalidValueError, require_positive
 from ._specs import ChipSpec, bytes_per_value, chip as _chip
 from ._units import fmt
@@ -48,14 +48,14 @@ def tile_intensity(bm, bn, dtype: str = "bf16", K=None, out_dtype: str | None = 
     bm_, bn_ = np.asarray(bm, dtype=float), np.asarray(bn, dtype=float)
     if K is None:
         value = 2 * bm_ * bn_ / ((bm_ + bn_) * b)
-        value = float(value) if value.ndim == 0 else value
+        value = plain(value)
         return result(explain, "I_tile", "2·bm·bn / ((bm + bn)·b)", f"2·{q(bm)}·{q(bn)} / (({q(bm)} + {q(bn)})·{q(b)})",
                       value, "FLOP/B")
     require_positive(K=K)
     o = bytes_per_value(out_dtype or dtype)
     K_ = np.asarray(K, dtype=float)
     value = 2 * bm_ * bn_ * K_ / ((bm_ + bn_) * K_ * b + bm_ * bn_ * o)
-    value = float(value) if value.ndim == 0 else value
+    value = plain(value)
     return result(explain, "I_tile", "2·bm·bn·K / ((bm + bn)·K·b + bm·bn·o)",
                   f"2·{q(bm)}·{q(bn)}·{q(K)} / (({q(bm)} + {q(bn)})·{q(K)}·{q(b)} + {q(bm)}·{q(bn)}·{q(o)})", value, "FLOP/B")
 
@@ -65,7 +65,7 @@ def tile_smem_bytes(bm, bn, bk, dtype: str = "bf16", stages: int = 2, *, explain
     require_positive(bm=bm, bn=bn, bk=bk, stages=stages)
     b = bytes_per_value(dtype)
     value = stages * (np.asarray(bm) + np.asarray(bn)) * np.asarray(bk) * b
-    value = float(value) if np.ndim(value) == 0 else value
+    value = plain(value)
     return result(explain, "SMEM", "stages·(bm + bn)·bk·b", f"{q(stages)}·({q(bm)} + {q(bn)})·{q(bk)}·{q(b)}", value, "B")
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._derivation import q, result
+from ._derivation import plain, q, result
 from ._errors import InvalidValueError, require_nonnegative, require_positive
 from ._specs import ChipSpec, chip as _chip
 from ._units import fmt
@@ -149,7 +149,7 @@ class TpuSlice:
         h = self.hops(a, b)
         W = self.spec.ici_link_bytes_per_s_one_way
         value = h * hop_latency_s + np.asarray(nbytes, dtype=float) / W if h else 0.0 * np.asarray(nbytes, dtype=float)
-        value = float(value) if np.ndim(value) == 0 else value
+        value = plain(value)
         return result(explain, "T_p2p", "hops · T_hop + bytes / W_link",
                       f"{h} · {q(hop_latency_s, 's')} + {q(nbytes, 'B')} / {q(W, 'B/s')}", value, "s")
 
