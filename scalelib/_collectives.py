@@ -80,7 +80,8 @@ def _gpu(name: str, nbytes, topo: GpuCluster, group, step_latency_s: float, expl
         # Every GPU receives (for AllGather) or sends (ReduceScatter) all but its own 1/N share.
         nvlink_bytes, nvlink_text = passes * V * (N - 1) / N, f"{'2·' if passes == 2 else ''}V·(N−1)/(N·W_gpu)"
     terms, texts, subs = [nvlink_bytes / W_gpu], [nvlink_text], [f"{q(nvlink_bytes, 'B')} / {q(W_gpu, 'B/s')}"]
-    steps = passes * (N - 1)
+    # A ring takes N − 1 steps per pass; an AllToAll sends to everyone at once through the switches.
+    steps = 1 if name == "AllToAll" else passes * (N - 1)
     if N > per_node:
         M = N // per_node
         W_node = topo.egress_bytes_per_s_per_node("spine")
@@ -92,7 +93,7 @@ def _gpu(name: str, nbytes, topo: GpuCluster, group, step_latency_s: float, expl
         terms.append(node_bytes / W_node)
         texts.append(node_text)
         subs.append(f"{q(node_bytes, 'B')} / {q(W_node, 'B/s')}")
-        steps = passes * (M - 1 + per_node - 1)
+        steps = 1 if name == "AllToAll" else passes * (M - 1 + per_node - 1)
     latency = steps * step_latency_s
     value = np.maximum(latency, np.maximum.reduce([np.asarray(t, dtype=float) for t in terms]))
     value = plain(value)

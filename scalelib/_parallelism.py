@@ -29,7 +29,9 @@ def _link_bandwidth(topology, axes) -> tuple[float, str]:
             raise InvalidValueError("a GPU cluster takes no `axes`: it parallelises over all its GPUs")
         if topology.num_nodes == 1:
             return topology.nvlink_bytes_per_s_per_gpu, "W_gpu"
-        return topology.egress_bytes_per_s_per_node("spine"), "W_node"
+        # Across nodes the collective has an NVLink stage and an egress stage; the slower binds.
+        W_gpu, W_node = topology.nvlink_bytes_per_s_per_gpu, topology.egress_bytes_per_s_per_node("spine")
+        return min(W_gpu, W_node), "min(W_gpu, W_node)"
     raise InvalidValueError(
         f"`topology` must be a TpuSlice (tpu_slice(...)) or a GpuCluster (gpu_cluster(...)), got {type(topology).__name__}"
     )
@@ -40,8 +42,9 @@ def data_parallel_critical_batch(topology, dtype: str = "bf16", axes=None, *, ex
 
     W is the bidirectional ICI bandwidth summed over the `axes` used on a TPU
     slice (v5p, one axis: 4.59e14 / 1.8e11 ≈ 2550; three axes ≈ 850), a GPU's
-    NVLink bandwidth inside one node (H100: 9.9e14 / 4.5e11 = 2200), and a node's
-    egress across nodes (H100: 9.9e14 / 4e11 ≈ 2475 tokens per GPU).
+    NVLink bandwidth inside one node (H100: 9.9e14 / 4.5e11 = 2200), and across
+    nodes the slower of NVLink and the node's egress (H100: 9.9e14 / 4e11 ≈ 2475
+    tokens per GPU; on GB200 NVL72 the NVLink stage binds).
 
     >>> from scalelib import gpu_cluster
     >>> round(data_parallel_critical_batch(gpu_cluster("h100")))

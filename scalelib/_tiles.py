@@ -95,7 +95,8 @@ def search_tiles(M: int, N: int, K: int, chip: str | ChipSpec, dtype: str = "bf1
     """Every tile (bm, bn, bk, stages) from the grids that fits one SM, best first. Chapter 12.
 
     Fits: SMEM ≤ the SM's shared memory and the fp32 accumulator bm·bn·4 ≤ half its
-    register file. The tiles run in waves of one tile per SM. A wave's tiles sit
+    register file; tiles larger than the matrix needs (bm beyond the smallest size
+    covering M, bn beyond that covering N) are skipped, as they only pad. The tiles run in waves of one tile per SM. A wave's tiles sit
     in a near-square block of the output (the usual "swizzled" launch order), so
     they share their A rows and B columns through L2: a wave reads its g_m·bm
     rows of A and g_n·bn columns of B from HBM once. A wave then takes
@@ -113,8 +114,13 @@ def search_tiles(M: int, N: int, K: int, chip: str | ChipSpec, dtype: str = "bf1
     C_sm = spec.flops_per_s(dtype) / spec.cores
     W = spec.hbm_bytes_per_s
     b = bytes_per_value(dtype)
+    # A tile taller (wider) than the smallest grid size covering M (N) only pads with zeros.
+    max_bm = min([t for t in sizes if t >= M] or [max(sizes)])
+    max_bn = min([t for t in sizes if t >= N] or [max(sizes)])
     tiles = []
     for bm, bn, bk, s in itertools.product(sizes, sizes, k_steps, stages):
+        if bm > max_bm or bn > max_bn:
+            continue
         smem = tile_smem_bytes(bm, bn, bk, dtype, s)
         if smem > smem_limit or bm * bn * ACCUMULATOR_BYTES > registers * REGISTER_SHARE:
             continue

@@ -82,3 +82,8 @@ def test_bad_collective_arguments_are_explained():
         sl.allreduce_time(-1, cluster)
     with pytest.raises(sl.InvalidValueError, match=r"axis 'Y' is given twice"):
         sl.allgather_time(1e9, sl.tpu_pod("tpu-v5e"), axes=("Y", "Y"))
+
+
+def test_a_small_alltoall_through_nvswitches_costs_one_step_of_latency():
+    assert sl.alltoall_time(1.0, sl.gpu_cluster("gb200-nvl72")) == pytest.approx(5e-6)
+    assert sl.allgather_time(1.0, sl.gpu_cluster("gb200-nvl72")) == pytest.approx(71 * 5e-6)  # a ring: N − 1 steps

@@ -39,3 +39,9 @@ def test_bad_parallelism_arguments():
         sl.data_parallel_critical_batch(sl.tpu_slice("tpu-v5e", (4, 1)), axes="Y")
     with pytest.raises(sl.InvalidValueError, match=r"^`microbatches` must be positive, got 0$"):
         sl.pipeline_bubble_fraction(4, 0)
+
+
+def test_across_nvl72_racks_the_nvlink_stage_binds_data_parallelism():
+    # Each rack's egress (3.6e12 B/s) beats one GPU's NVLink (9e11 B/s): C / W_gpu binds.
+    racks = sl.gpu_cluster("gb200-nvl72", 4)
+    assert sl.data_parallel_critical_batch(racks) == pytest.approx(2.3e15 / 9e11)

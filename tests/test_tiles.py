@@ -58,3 +58,9 @@ def test_tile_search_explains_bad_input():
         sl.search_tiles(64, 64, 64, "tpu-v5e")
     with pytest.raises(sl.InvalidValueError, match=r"^no tile of the grid fits"):
         sl.search_tiles(64, 64, 64, "h100", sizes=(4096,))
+
+
+def test_tiles_larger_than_the_matrix_are_not_considered():
+    tiles = sl.search_tiles(16, 4096, 4096, "h100")
+    assert {t.bm for t in tiles} == {16}
+    assert max(t.bm for t in sl.search_tiles(100, 4096, 4096, "h100")) == 128

@@ -148,7 +148,7 @@ register(Exercise(
 
 # 12.6 ------------------------------------------------------------------------
 
-_12_6 = dict(M=8192, N=8192, K=8192, bm=128, bn=256)
+_12_6 = dict(M=6144, N=6144, K=8192, bm=128, bn=256)
 
 
 def _wave_efficiency(explain: bool = True):
@@ -179,7 +179,7 @@ register(Exercise(
 
 # 12.7 ------------------------------------------------------------------------
 
-_12_7 = dict(M=4096, N=4096, K=4096)
+_12_7 = dict(M=512, N=14336, K=4096)  # 512 tokens through LLaMA-3-8B's up-projection
 
 
 def _best_tile_area():
@@ -193,7 +193,6 @@ register(Exercise(
     title="The tile a roofline search picks for a square matmul",
     reference=_best_tile_area,
     unit="",
-    rtol=0,
 ))
 
 
@@ -316,7 +315,6 @@ register(Exercise(
     title="Leaf and spine switches of an H100 fat tree, as a function",
     reference=lambda: _fat_tree_switches,
     kind="function",
-    rtol=0,
     cases=(
         dict(num_nodes=16),
         dict(num_nodes=32),
@@ -348,18 +346,20 @@ _12_14_F = 28672  # LLaMA-3-70B's MLP width
 
 register(Exercise(
     id="12.14",
-    title="Largest compute-bound tensor-parallel degree for LLaMA-3-70B in an H100 node",
-    reference=lambda: tensor_parallel_max_degree(_12_14_F, _NODE, explain=True),
+    title="Largest compute-bound tensor-parallel degree for LLaMA-3-70B in a B200 node",
+    reference=lambda: tensor_parallel_max_degree(_12_14_F, gpu_cluster("b200"), explain=True),
     unit="GPUs",
     mistakes={
-        2.0: "a factor of 2: use NVLink's one-way 450 GB/s per GPU, not the 900 GB/s bidirectional total",
+        2.0: "a factor of 2: use NVLink's one-way 900 GB/s per B200, not the 1.8 TB/s bidirectional total",
+        _factor(tensor_parallel_max_degree(_12_14_F, gpu_cluster("b200")), tensor_parallel_max_degree(_12_14_F, _NODE)):
+            "you used the H100's figures; take the B200's `bf16_flops_per_s` and `scale_up_bytes_per_s_per_gpu`",
     },
 ))
 
 
 # 12.15 -----------------------------------------------------------------------
 
-_12_15 = dict(F=2048, Y=2)  # DeepSeek-V3's expert width; two-way tensor parallelism
+_12_15 = dict(F=14336, Y=8)  # Mixtral-8x7B's expert width; tensor parallelism over a whole node
 
 
 def _expert_tp_bound():
@@ -370,7 +370,7 @@ def _expert_tp_bound():
 
 register(Exercise(
     id="12.15",
-    title="Splitting a narrow expert over two GPUs",
+    title="Splitting a Mixtral expert over a whole H100 node",
     reference=_expert_tp_bound,
     kind="choice",
     choices=("compute", "communication"),
