@@ -196,7 +196,9 @@ def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
     elif ratio == 0:
         text = f"your answer {shown} is zero, the reference is not"
     elif consistent:
-        text = f"your answer {shown} is {_ratio_text(ratio)} (off by {fmt(abs(ratio - 1) * 100)}%)"
+        text = f"your answer {shown} is {_ratio_text(ratio)}"
+        if 0.5 < ratio < 2:  # a percentage reads better than a ratio for near misses
+            text += f" (off by {fmt(abs(ratio - 1) * 100)}%)"
     else:
         text = f"your answer {shown} is off by up to {fmt(rel_error * 100)}% (element by element)"
     message = f"❌ Exercise {eid}: not quite — {text}."

@@ -62,7 +62,7 @@ def test_common_slip_is_named_in_both_directions(factor, direction):
 def test_factor_8_message_in_full():
     v = sl.verdict("99.1", 8000)
     assert v.message == (
-        "❌ Exercise 99.1: not quite — your answer 8 kB is 8× the reference (off by 700%).\n"
+        "❌ Exercise 99.1: not quite — your answer 8 kB is 8× the reference.\n"
         "   Likely cause: a factor of 8: bits versus bytes (1 byte = 8 bits) (your answer is too large by that factor)."
     )
     assert v.rel_error == 7.0
@@ -71,7 +71,14 @@ def test_factor_8_message_in_full():
 def test_ratio_matching_no_slip_gives_no_diagnosis():
     v = sl.verdict("99.1", 3300)
     assert (v.status, v.diagnosis) == ("incorrect", None)
-    assert v.message == "❌ Exercise 99.1: not quite — your answer 3.3 kB is 3.3× the reference (off by 230%)."
+    assert v.message == "❌ Exercise 99.1: not quite — your answer 3.3 kB is 3.3× the reference."
+
+
+def test_a_near_miss_is_given_in_percent():
+    v = sl.verdict("99.1", 1300)
+    assert v.message == "❌ Exercise 99.1: not quite — your answer 1.3 kB is 1.3× the reference (off by 30%)."
+    v = sl.verdict("99.1", 700)
+    assert v.message == "❌ Exercise 99.1: not quite — your answer 700 B is 1/1.43 of the reference (off by 30%)."
 
 
 def test_wrong_sign_is_said_and_not_diagnosed_as_a_factor():
