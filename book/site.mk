@@ -16,6 +16,8 @@ SITE_SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # KaTeX, pinned by book/package-lock.json: renders the site's math at build time.
 book/node_modules/.installed: book/package.json book/package-lock.json
+	@command -v npm >/dev/null || { $(SITE_SUDO) apt-get update && \
+		$(SITE_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nodejs npm; }
 	npm ci --prefix book --no-audit --no-fund
 	touch $@
 
