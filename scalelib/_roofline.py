@@ -213,7 +213,7 @@ def matmul_roofline(B, D, F, chip: str | ChipSpec, dtype: str = "bf16", weight_d
 
 
 def critical_batch_size(chip: str | ChipSpec, dtype: str = "bf16", weight_dtype: str | None = None,
-                        D=None, F=None, *, explain: bool = False):
+                        D=None, F=None, *, bandwidth: str = "hbm", explain: bool = False):
     """The batch B above which a matmul [B, D] x [D, F] is compute-bound on `chip`. Chapter 1.
 
     With D and F large (the default, ``D=F=None``), the weight bytes w·D·F dominate
@@ -221,12 +221,13 @@ def critical_batch_size(chip: str | ChipSpec, dtype: str = "bf16", weight_dtype:
     bf16, half that with int8 weights and bf16 arithmetic. With D and F given, the
     activation bytes count too: B_crit = I·w·D·F / (2·D·F − I·(x·D + x·F)).
     `dtype` is that of the activations (input and output) and of the
-    arithmetic; `weight_dtype` defaults to it.
+    arithmetic; `weight_dtype` defaults to it. `bandwidth` names the link the
+    weights stream over: HBM by default, ``"pcie"`` for weights kept in host memory.
 
     >>> round(critical_batch_size("tpu-v5e"))
     240
     """
-    ci = critical_intensity(chip, dtype, explain=True)
+    ci = critical_intensity(chip, dtype, bandwidth, explain=True)
     I = ci.value
     x = bytes_per_value(dtype)
     w = bytes_per_value(weight_dtype or dtype)

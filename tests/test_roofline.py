@@ -149,3 +149,10 @@ def test_roofline_of_an_unknown_dtype_or_bandwidth_is_named():
         sl.critical_intensity("tpu-v5e", "int16")
     with pytest.raises(sl.UnknownNameError, match=r"unknown bandwidth 'hmb'.*did you mean 'hbm'"):
         sl.roofline(1, 1, "tpu-v5e", bandwidth="hmb")
+
+
+def test_weights_streamed_over_pcie_need_a_far_larger_batch():
+    # A v6e reading its weights from host memory over PCIe (3.2e10 B/s) instead of HBM (1.6e12 B/s).
+    pcie = sl.critical_batch_size("tpu-v6e", bandwidth="pcie")
+    assert pcie == pytest.approx(9.2e14 / 3.2e10)
+    assert pcie / sl.critical_batch_size("tpu-v6e") == pytest.approx(1.6e12 / 3.2e10)

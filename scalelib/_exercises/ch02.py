@@ -12,7 +12,7 @@ import math
 
 from .._check import Exercise, register
 from .._derivation import Derivation, q
-from .._roofline import critical_intensity, t_comms
+from .._roofline import critical_batch_size, critical_intensity, t_comms
 from .._specs import bytes_per_value, chip
 from .._topology import ICI_HOP_LATENCY_S, tpu_pod, tpu_slice
 
@@ -165,12 +165,7 @@ register(Exercise(
 
 def _pcie_batch(explain: bool = True):
     """Reference for 2.6: intensity ≈ 2·B·D·F / (2·D·F) = B against the PCIe roofline."""
-    ci = critical_intensity("tpu-v6e", "bf16", "pcie", explain=True)
-    w = bytes_per_value("bf16")
-    value = ci.value * w / 2
-    if not explain:
-        return value
-    return Derivation("B_min", "I_crit(pcie) · w / 2", f"{q(ci.value)} · {q(w)} / 2", value, "tokens", (ci,))
+    return critical_batch_size("tpu-v6e", "bf16", bandwidth="pcie", explain=explain)
 
 
 register(Exercise(
