@@ -38,8 +38,28 @@ def _whole_positive_ints(name: str, values) -> tuple[int, ...]:
     return tuple(int(v) for v in items)
 
 
+class _Totals:
+    """Whole-system totals of a topology with `num_chips` chips of `spec` (chapters 2 and 12)."""
+
+    def total_flops_per_s(self, dtype: str = "bf16", *, explain: bool = False):
+        """Peak FLOP/s of all chips together: chips · C."""
+        C = self.spec.flops_per_s(dtype)
+        return result(explain, f"C_total({dtype})", "chips · C", f"{self.num_chips} · {q(C, 'FLOP/s')}",
+                      self.num_chips * C, "FLOP/s")
+
+    def total_hbm(self, *, explain: bool = False):
+        """HBM of all chips together: chips · HBM per chip (bytes)."""
+        per_chip = self.spec.hbm_bytes
+        return result(explain, "HBM_total", "chips · HBM per chip", f"{self.num_chips} · {q(per_chip, 'B')}",
+                      self.num_chips * per_chip, "B")
+
+    @property
+    def total_hbm_bytes(self) -> float:
+        return self.total_hbm()
+
+
 @dataclass(frozen=True)
-class TpuSlice:
+class TpuSlice(_Totals):
     """A slice of a TPU pod: `shape` chips along axes X, Y (, Z), with ICI links between neighbours.
 
     Build one with :func:`tpu_slice` (which checks the shape against the pod).
@@ -153,14 +173,7 @@ class TpuSlice:
         return result(explain, "T_p2p", "hops · T_hop + bytes / W_link",
                       f"{h} · {q(hop_latency_s, 's')} + {q(nbytes, 'B')} / {q(W, 'B/s')}", value, "s")
 
-    # --- totals --------------------------------------------------------------
-    def total_flops_per_s(self, dtype: str = "bf16") -> float:
-        return self.num_chips * self.spec.flops_per_s(dtype)
-
-    @property
-    def total_hbm_bytes(self) -> float:
-        return self.num_chips * self.spec.hbm_bytes
-
+    # --- totals (and total_flops_per_s, total_hbm from _Totals) ---------------
     @property
     def total_hbm_bytes_per_s(self) -> float:
         return self.num_chips * self.spec.hbm_bytes_per_s
@@ -256,7 +269,7 @@ NODES_PER_SCALABLE_UNIT = {8: 32, 72: 8}
 
 
 @dataclass(frozen=True)
-class GpuCluster:
+class GpuCluster(_Totals):
     """GPUs in nodes (NVLink/NVSwitch domains) joined by a fat tree of InfiniBand switches.
 
     Build one with :func:`gpu_cluster`. A node is one scale-up domain: 8 GPUs for
@@ -281,6 +294,10 @@ class GpuCluster:
     @property
     def num_gpus(self) -> int:
         return self.num_nodes * self.gpus_per_node
+
+    @property
+    def num_chips(self) -> int:
+        return self.num_gpus
 
     @property
     def nvlink_bytes_per_s_per_gpu(self) -> float:
@@ -342,13 +359,6 @@ class GpuCluster:
             raise InvalidValueError(f"`level` must be 'leaf' or 'spine', got {level!r}")
         egress = self.node_egress_bytes_per_s
         return egress if level == "leaf" else egress / self.oversubscription
-
-    def total_flops_per_s(self, dtype: str = "bf16") -> float:
-        return self.num_gpus * self.spec.flops_per_s(dtype)
-
-    @property
-    def total_hbm_bytes(self) -> float:
-        return self.num_gpus * self.spec.hbm_bytes
 
     @property
     def bisection_bytes_per_s(self) -> float:

@@ -182,3 +182,10 @@ def test_scalable_units_of_nvl72_racks_hold_eight_racks():
 def test_vmem_roofline_of_a_v5e():
     # VMEM feeds the MXUs about 22 times faster than HBM (ch. 2), so its ridge sits near 11 FLOP/B.
     assert sl.critical_intensity("tpu-v5e", "bf16", "vmem") == pytest.approx(240 / 22, rel=0.02)
+
+
+def test_totals_show_their_derivation_for_slices_and_clusters():
+    assert str(sl.tpu_pod("tpu-v5e").total_flops_per_s(explain=True)) == (
+        "C_total(bf16) = chips · C = 256 · 1.97e14 FLOP/s = 5.04e16 FLOP/s")
+    assert str(sl.gpu_cluster("h100", 4).total_hbm(explain=True)) == (
+        "HBM_total = chips · HBM per chip = 32 · 80 GB = 2.56 TB")

@@ -23,13 +23,6 @@ def _factor(a: float, b: float) -> float:
     return max(ratio, 1 / ratio)
 
 
-def _pod_chips(name: str) -> Derivation:
-    """chips = X·Y(·Z) of the whole pod of `name`."""
-    pod = tpu_pod(name)
-    return Derivation(f"chips({pod.spec.name} pod)", "·".join(pod.axis_names), "·".join(map(str, pod.shape)),
-                      pod.num_chips, "chips")
-
-
 # 2.1 -------------------------------------------------------------------------
 
 _2_1 = dict(params=70e9, chips=16, chip="tpu-v5e")
@@ -57,12 +50,7 @@ register(Exercise(
 # 2.2 -------------------------------------------------------------------------
 
 def _pod_flops(name: str, explain: bool = True):
-    chips = _pod_chips(name)
-    C = chip(name).flops_per_s("bf16")
-    value = chips.value * C
-    if not explain:
-        return value
-    return Derivation("C_pod", "chips · C", f"{chips.value} · {q(C, 'FLOP/s')}", value, "FLOP/s", (chips,))
+    return tpu_pod(name).total_flops_per_s("bf16", explain=explain)
 
 
 register(Exercise(
@@ -84,12 +72,7 @@ register(Exercise(
 # 2.3 -------------------------------------------------------------------------
 
 def _pod_hbm(name: str, explain: bool = True):
-    chips = _pod_chips(name)
-    per_chip = chip(name).hbm_bytes
-    value = chips.value * per_chip
-    if not explain:
-        return value
-    return Derivation("HBM_pod", "chips · HBM per chip", f"{chips.value} · {q(per_chip, 'B')}", value, "B", (chips,))
+    return tpu_pod(name).total_hbm(explain=explain)
 
 
 register(Exercise(
