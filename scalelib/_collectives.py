@@ -3,7 +3,7 @@
 Every function takes `nbytes`, the size V of the whole array the collective is
 about (the gathered output of an AllGather, the unreduced input of a
 ReduceScatter or AllReduce, the array being transposed by an AllToAll), the
-topology, and which part of it takes part: `axes` of a :class:`TpuSlice`, or a
+topology, and which part of it takes part: `axes` of a :class:`TpuSlice` (``"X"``, ``"XY"``, ``("X", "Y")``), or a
 `group` of GPUs of a :class:`GpuCluster`.
 
 On a TPU torus (How to Scale Your Model, ch. 3), with W the bandwidth a chip
@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._derivation import plain, q, result
-from ._errors import InvalidValueError, require_nonnegative
+from ._derivation import Derivation, derivable, plain, q
+from ._errors import InvalidValueError
 from ._topology import ICI_HOP_LATENCY_S, GpuCluster, TpuSlice
+from ._validate import count, nonnegative, shown
 
 #: Latency of one step of a collective between GPUs (NVLink or InfiniBand), a few µs.
 GPU_STEP_LATENCY_S = 5e-6
@@ -33,44 +34,43 @@ GPU_STEP_LATENCY_S = 5e-6
 _FACTOR = {"AllGather": 1.0, "ReduceScatter": 1.0, "AllReduce": 2.0, "AllToAll": 0.25}
 
 
-def _torus(name: str, nbytes, topo: TpuSlice, axes, hop_latency_s: float, explain: bool):
-    indices = topo.axes(axes)
-    used = [i for i in indices if topo.shape[i] > 1]
-    V = np.asarray(nbytes, dtype=float)
-    axes_text = "".join(topo.axis_names[i] for i in indices)
+def _zero(name, V, what):
+    return Derivation(f"T_{name}", f"0 (one {what}: nothing to move)", "", plain(0.0 * V), "s")
+
+
+def _torus(name: str, nbytes, V, topo: TpuSlice, axes, hop_latency_s: float) -> Derivation:
+    names = topo.axes(axes)
+    used = [a for a in names if topo.shape[topo.axis_names.index(a)] > 1]
+    axes_text = "".join(names)
     if not used:
-        value = float(0.0 * V) if V.ndim == 0 else 0.0 * V
-        return result(explain, f"T_{name}", "0 (one chip: nothing to move)", "", value, "s")
-    W = sum(topo.axis_bytes_per_s(i) for i in used)
-    hops = sum(topo.shape[i] // 2 if topo.wraparound[i] else topo.shape[i] - 1 for i in used)
+        return _zero(name, V, "chip")
+    W = sum(topo.axis_bytes_per_s(a) for a in used)
+    hops = sum(n // 2 if w else n - 1 for a, n, w in zip(topo.axis_names, topo.shape, topo.wraparound) if a in used)
     factor = _FACTOR[name]
     # AllToAll's latency is that of one pass; AllReduce makes two passes.
-    latency = hops * hop_latency_s * (2 if name == "AllReduce" else 1)
-    bandwidth = factor * V / W
-    value = np.maximum(latency, bandwidth)
-    value = plain(value)
+    passes = 2 if name == "AllReduce" else 1
+    latency = passes * hops * hop_latency_s
+    value = plain(np.maximum(latency, factor * V / W))
     prefix = {1.0: "", 2.0: "2 · ", 0.25: "¼ · "}[factor]
-    hop_prefix = "2 · " if name == "AllReduce" else ""
-    return result(
-        explain, f"T_{name}({axes_text})", f"max({hop_prefix}T_hop · hops, {prefix}V / W)",
-        f"max({hop_prefix}{q(hop_latency_s, 's')} · {hops}, {prefix}{q(nbytes, 'B')} / {q(W, 'B/s')})",
+    hop_prefix = "2 · " if passes == 2 else ""
+    return Derivation(
+        f"T_{name}({axes_text})", f"max({hop_prefix}T_hop · hops, {prefix}V / W)",
+        lambda: f"max({hop_prefix}{q(hop_latency_s, 's')} · {hops}, {prefix}{q(nbytes, 'B')} / {q(W, 'B/s')})",
         value, "s",
+        where=(f"V: bytes of the whole array; W: bandwidth a chip has over the axes used ({''.join(used)}); "
+               f"hops: ring lengths' worth of hops",),
     )
 
 
-def _gpu(name: str, nbytes, topo: GpuCluster, group, step_latency_s: float, explain: bool):
-    N = topo.num_gpus if group is None else group
-    if not isinstance(N, (int, np.integer)) or N < 1:
-        raise InvalidValueError(f"`group` must be a whole number of GPUs >= 1, got {group!r}")
+def _gpu(name: str, nbytes, V, topo: GpuCluster, group, step_latency_s: float) -> Derivation:
+    N = topo.num_gpus if group is None else count("group", group)
     if N > topo.num_gpus:
         raise InvalidValueError(f"`group` of {N} GPUs is larger than {topo!r}; at most {topo.num_gpus}")
-    V = np.asarray(nbytes, dtype=float)
     if N == 1:
-        value = float(0.0 * V) if V.ndim == 0 else 0.0 * V
-        return result(explain, f"T_{name}", "0 (one GPU: nothing to move)", "", value, "s")
+        return _zero(name, V, "GPU")
     per_node = topo.gpus_per_node
     if N > per_node and N % per_node:
-        raise InvalidValueError(f"a `group` spanning nodes must be whole nodes of {per_node} GPUs, got {N}")
+        raise InvalidValueError(f"`group`: a group spanning nodes must be whole nodes of {per_node} GPUs, got {N}")
     W_gpu = topo.nvlink_bytes_per_s_per_gpu
     passes = 2 if name == "AllReduce" else 1
     if name == "AllToAll":
@@ -79,12 +79,13 @@ def _gpu(name: str, nbytes, topo: GpuCluster, group, step_latency_s: float, expl
     else:
         # Every GPU receives (for AllGather) or sends (ReduceScatter) all but its own 1/N share.
         nvlink_bytes, nvlink_text = passes * V * (N - 1) / N, f"{'2·' if passes == 2 else ''}V·(N−1)/(N·W_gpu)"
-    terms, texts, subs = [nvlink_bytes / W_gpu], [nvlink_text], [f"{q(nvlink_bytes, 'B')} / {q(W_gpu, 'B/s')}"]
+    terms, texts, subs = [nvlink_bytes / W_gpu], [nvlink_text], [(nvlink_bytes, W_gpu)]
     # A ring takes N − 1 steps per pass; an AllToAll sends to everyone at once through the switches.
     steps = 1 if name == "AllToAll" else passes * (N - 1)
+    where = ["V: bytes of the whole array; N: GPUs in the group; W_gpu: a GPU's NVLink bandwidth, one way"]
     if N > per_node:
         M = N // per_node
-        W_node = topo.egress_bytes_per_s_per_node("spine")
+        W_node = topo.egress_bytes_per_s_per_node(level="spine")
         if name == "AllToAll":
             # Each node sends all but its own share of its V/M out through its egress.
             node_bytes, node_text = V * (M - 1) / M**2, "V·(M−1)/(M²·W_node)"
@@ -92,60 +93,142 @@ def _gpu(name: str, nbytes, topo: GpuCluster, group, step_latency_s: float, expl
             node_bytes, node_text = passes * V * (M - 1) / M, f"{'2·' if passes == 2 else ''}V·(M−1)/(M·W_node)"
         terms.append(node_bytes / W_node)
         texts.append(node_text)
-        subs.append(f"{q(node_bytes, 'B')} / {q(W_node, 'B/s')}")
+        subs.append((node_bytes, W_node))
         steps = 1 if name == "AllToAll" else passes * (M - 1 + per_node - 1)
+        where.append("M: nodes in the group; W_node: a node's egress through the spine, one way")
     latency = steps * step_latency_s
-    value = np.maximum(latency, np.maximum.reduce([np.asarray(t, dtype=float) for t in terms]))
-    value = plain(value)
+    value = plain(np.maximum(latency, np.maximum.reduce([np.asarray(t, dtype=float) for t in terms])))
     counts = f"N = {N}" + (f", M = {N // per_node} nodes" if N > per_node else "")
-    return result(
-        explain, f"T_{name}({N} GPUs)", f"max(steps · T_step, {', '.join(texts)})",
-        f"max({steps} · {q(step_latency_s, 's')}, {', '.join(subs)}) with {counts}", value, "s",
+    where.append("T_step: latency of one step of the ring")
+    return Derivation(
+        f"T_{name}({N} GPUs)", f"max(steps · T_step, {', '.join(texts)})",
+        lambda: f"max({steps} · {q(step_latency_s, 's')}, {_transfers(subs)}) with {counts}",
+        value, "s", where=tuple(where),
     )
 
 
-def _collective(name: str, nbytes, topology, axes, group, latency_s, explain):
-    require_nonnegative(nbytes=nbytes)
+def _transfers(subs) -> str:
+    return ", ".join(f"{q(nbytes, 'B')} / {q(W, 'B/s')}" for nbytes, W in subs)
+
+
+def _collective(name: str, nbytes, topology, axes, group, latency_s) -> Derivation:
+    V = np.asarray(nonnegative("nbytes", nbytes))
+    if latency_s is not None:
+        latency_s = nonnegative("latency_s", latency_s)
+        if np.ndim(latency_s):
+            raise InvalidValueError(f"`latency_s` must be a single number of seconds, got {shown(latency_s)}")
     if isinstance(topology, TpuSlice):
         if group is not None:
-            raise InvalidValueError("a TPU slice takes `axes` (e.g. axes='X' or ('X', 'Y')), not `group`")
-        return _torus(name, nbytes, topology, axes, ICI_HOP_LATENCY_S if latency_s is None else latency_s, explain)
+            raise InvalidValueError("`group`: a TPU slice takes `axes` (e.g. axes='X' or axes='XY'), not `group`")
+        return _torus(name, nbytes, V, topology, axes, ICI_HOP_LATENCY_S if latency_s is None else latency_s)
     if isinstance(topology, GpuCluster):
         if axes is not None:
-            raise InvalidValueError("a GPU cluster takes `group` (a number of GPUs), not `axes`")
-        return _gpu(name, nbytes, topology, group, GPU_STEP_LATENCY_S if latency_s is None else latency_s, explain)
+            raise InvalidValueError("`axes`: a GPU cluster takes `group` (a number of GPUs), not `axes`")
+        return _gpu(name, nbytes, V, topology, group, GPU_STEP_LATENCY_S if latency_s is None else latency_s)
     raise InvalidValueError(
-        f"`topology` must be a TpuSlice (tpu_slice(...)) or a GpuCluster (gpu_cluster(...)), got {type(topology).__name__}"
+        f"`topology` must be a TpuSlice (tpu_slice(...)) or a GpuCluster (gpu_cluster(...)), got {shown(topology)}"
     )
 
 
-def allgather_time(nbytes, topology, axes=None, group=None, *, latency_s=None, explain: bool = False):
-    """Seconds to AllGather an array of `nbytes` in total (the gathered size). Chapters 3 and 12.
+@derivable
+def allgather_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None):
+    """Time to AllGather an array of `nbytes` in total (the gathered size).
 
-    On a torus: max(T_hop · hops, V / ΣW) over the `axes` used (all by default).
-    On GPUs: V·(N−1)/(N·W_gpu) in a node; across M nodes the larger of that and
-    V·(M−1)/(M·W_node).
+    Formula:
+        torus: max(T_hop · hops, V / ΣW) over the axes used;
+        GPUs: max(steps · T_step, V·(N−1)/(N·W_gpu), V·(M−1)/(M·W_node) across M nodes)
 
-    >>> from scalelib import tpu_slice, fmt
-    >>> fmt(allgather_time(2048 * 8192 * 2, tpu_slice("tpu-v5e", (16, 16)), axes="X"), "s")
-    '373 µs'
+    Args:
+        nbytes: V, bytes of the whole (gathered) array (B), >= 0.
+        topology: a :class:`TpuSlice` or a :class:`GpuCluster`.
+        axes: on a TPU slice, the axes the collective runs over (all by default).
+        group: on a GPU cluster, the GPUs taking part (all by default).
+        latency_s: latency of one hop (TPU) or ring step (GPU), s; 1 µs and 5 µs by default.
+
+    Returns:
+        seconds (s).
+
+    Chapter:
+        3 (Sharded matrices), 12 (GPUs)
+
+    Example:
+        >>> from scalelib import tpu_slice, fmt
+        >>> fmt(allgather_time_s(2048 * 8192 * 2, tpu_slice((16, 16), "tpu-v5e"), axes="X"), "s")
+        '373 µs'
     """
-    return _collective("AllGather", nbytes, topology, axes, group, latency_s, explain)
+    return _collective("AllGather", nbytes, topology, axes, group, latency_s)
 
 
-def reducescatter_time(nbytes, topology, axes=None, group=None, *, latency_s=None, explain: bool = False):
-    """Seconds to ReduceScatter an unreduced array of `nbytes` (per chip): the transpose of
-    AllGather, at the same cost. Chapters 3 and 12."""
-    return _collective("ReduceScatter", nbytes, topology, axes, group, latency_s, explain)
+@derivable
+def reducescatter_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None):
+    """Time to ReduceScatter an unreduced array of `nbytes` (per chip): the transpose of AllGather, at the same cost.
+
+    Formula:
+        T_ReduceScatter = T_AllGather
+
+    Args:
+        nbytes: V, bytes of the unreduced array each chip holds (B), >= 0.
+        topology, axes, group, latency_s: as in :func:`allgather_time_s`.
+
+    Returns:
+        seconds (s).
+
+    Chapter:
+        3 (Sharded matrices), 12 (GPUs)
+
+    Example:
+        >>> from scalelib import gpu_cluster, fmt
+        >>> fmt(reducescatter_time_s(1e9, gpu_cluster(1, "h100")), "s")
+        '1.94 ms'
+    """
+    return _collective("ReduceScatter", nbytes, topology, axes, group, latency_s)
 
 
-def allreduce_time(nbytes, topology, axes=None, group=None, *, latency_s=None, explain: bool = False):
-    """Seconds to AllReduce an array of `nbytes`: a ReduceScatter then an AllGather,
-    twice the cost of either. Chapters 3 and 12."""
-    return _collective("AllReduce", nbytes, topology, axes, group, latency_s, explain)
+@derivable
+def allreduce_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None):
+    """Time to AllReduce an array of `nbytes`: a ReduceScatter then an AllGather, twice the cost of either.
+
+    Formula:
+        T_AllReduce = 2 · T_AllGather (bandwidth and latency terms both doubled)
+
+    Args:
+        nbytes: V, bytes of the array (B), >= 0.
+        topology, axes, group, latency_s: as in :func:`allgather_time_s`.
+
+    Returns:
+        seconds (s).
+
+    Chapter:
+        3 (Sharded matrices), 12 (GPUs)
+
+    Example:
+        >>> from scalelib import tpu_slice, fmt
+        >>> fmt(allreduce_time_s(2048 * 8192 * 2, tpu_slice((16, 16), "tpu-v5e"), axes="X"), "s")
+        '746 µs'
+    """
+    return _collective("AllReduce", nbytes, topology, axes, group, latency_s)
 
 
-def alltoall_time(nbytes, topology, axes=None, group=None, *, latency_s=None, explain: bool = False):
-    """Seconds to AllToAll an array of `nbytes` in total: a quarter of an AllGather on a
-    bidirectional ring; V·(N−1)/(N²·W_gpu) ≈ V/(8·W_gpu) inside an 8-GPU node. Chapters 3 and 12."""
-    return _collective("AllToAll", nbytes, topology, axes, group, latency_s, explain)
+@derivable
+def alltoall_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None):
+    """Time to AllToAll an array of `nbytes` in total.
+
+    Formula:
+        torus: T_AllGather / 4 (bidirectional ring); GPUs: V·(N−1)/(N²·W_gpu) ≈ V/(8·W_gpu) for N = 8
+
+    Args:
+        nbytes: V, bytes of the whole array (B), >= 0.
+        topology, axes, group, latency_s: as in :func:`allgather_time_s`.
+
+    Returns:
+        seconds (s).
+
+    Chapter:
+        3 (Sharded matrices), 12 (GPUs)
+
+    Example:
+        >>> from scalelib import tpu_slice, fmt
+        >>> fmt(alltoall_time_s(2048 * 8192 * 2, tpu_slice((16, 16), "tpu-v5e"), axes="X"), "s")
+        '93.2 µs'
+    """
+    return _collective("AllToAll", nbytes, topology, axes, group, latency_s)

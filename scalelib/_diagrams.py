@@ -16,6 +16,7 @@ from ._errors import InvalidValueError, unknown
 from ._specs import ChipSpec, chip as _chip, chips as _chips
 from ._topology import GpuCluster, TpuSlice, gpu_cluster
 from ._units import fmt
+from ._validate import shown
 
 #: NVSwitch chips in one NVLink domain (node). Sources: NVIDIA HGX A100 data sheet (6 NVSwitches),
 #: DGX H100 / HGX H100 and H200 data sheets (4 NVSwitches), DGX B200 / HGX B200 data sheet
@@ -51,9 +52,12 @@ MAX_BOXES = 16  # boxes drawn per level of a fat tree before eliding the middle
 
 def _axes(ax, figsize):
     import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
 
     if ax is None:
         _, ax = plt.subplots(figsize=figsize)
+    elif not isinstance(ax, Axes):
+        raise InvalidValueError(f"`ax` must be a matplotlib Axes or None, got {shown(ax)}")
     return ax
 
 
@@ -87,6 +91,20 @@ def _bytes(value) -> str:
     return fmt(value, "B")
 
 
+def _chip_list(chips, default) -> list[ChipSpec]:
+    """`chips` (one name or ChipSpec, or several) as specs; `default` when None."""
+    if chips is None:
+        chips = default
+    if isinstance(chips, (str, ChipSpec)):
+        chips = (chips,)
+    if not isinstance(chips, Iterable):
+        raise InvalidValueError(f"`chips` must be a chip name, a ChipSpec, or a sequence of them, got {shown(chips)}")
+    specs = [_chip(c, arg="chips") for c in chips]
+    if not specs:
+        raise InvalidValueError("`chips` must name at least one chip, got none")
+    return specs
+
+
 def _gpu_spec(chip, what: str) -> ChipSpec:
     spec = _chip(chip)
     if spec.family != "gpu":
@@ -97,7 +115,7 @@ def _gpu_spec(chip, what: str) -> ChipSpec:
 
 # --- chapter 2: the torus -----------------------------------------------------
 
-def draw_torus(topology: TpuSlice, route=None, ax=None):
+def draw_torus(topology: TpuSlice, *, route=None, ax=None):
     """The chips of a TPU slice and their ICI links; optionally a route between two chips. Chapter 2.
 
     Chips are dots on a grid (X to the right, Y upwards). A 3D slice is drawn as
@@ -118,7 +136,7 @@ def draw_torus(topology: TpuSlice, route=None, ax=None):
     Returns:
         The matplotlib Axes.
 
-    >>> ax = draw_torus(tpu_slice("tpu-v5e", (4, 4)), route=((0, 0), (3, 1)))
+    >>> ax = draw_torus(tpu_slice((4, 4), "tpu-v5e"), route=((0, 0), (3, 1)))
     >>> ax.get_title()
     'tpu-v5e 4x4 slice: 4 hops from (0, 0) to (3, 1)'
     """
@@ -247,7 +265,7 @@ def _draw_route(ax, path, at, side_by_side, n_z, stub, lw, cell_pt, label_ends):
 
 # --- chapter 12: a GPU node and a fat tree -----------------------------------
 
-def draw_gpu_node(chip: str | ChipSpec = "h100", ax=None):
+def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
     """One GPU node (one NVLink domain): its GPUs, NVSwitches, NVLinks and NICs. Chapter 12.
 
     Every GPU links to every NVSwitch (gid ``"nvlink"``); for the 72 GPUs of
@@ -269,7 +287,7 @@ def draw_gpu_node(chip: str | ChipSpec = "h100", ax=None):
     spec = _gpu_spec(chip, "a node diagram")
     if spec.name not in NVSWITCHES_PER_NODE:
         raise InvalidValueError(f"no NVSwitch count for {spec.name}; known for: {', '.join(NVSWITCHES_PER_NODE)}")
-    node = gpu_cluster(spec, 1)
+    node = gpu_cluster(1, spec)
     n_gpu, n_switch = node.gpus_per_node, NVSWITCHES_PER_NODE[spec.name]
     egress = spec.scale_out_bytes_per_s_per_node
     n_nic = node.ports_per_node if egress is not None else 0
@@ -344,7 +362,7 @@ def draw_gpu_node(chip: str | ChipSpec = "h100", ax=None):
     return ax
 
 
-def draw_fat_tree(cluster: GpuCluster, ax=None):
+def draw_fat_tree(cluster: GpuCluster, *, ax=None):
     """The InfiniBand fat tree of a GPU cluster: nodes, leaf switches, spine switches. Chapter 12.
 
     Each level is a row of boxes (gids ``"node"``, ``"leaf"``, ``"spine"``) with its
@@ -421,7 +439,7 @@ def draw_fat_tree(cluster: GpuCluster, ax=None):
         if cluster.levels > 2:
             spine_text = f"{cluster.num_spine_switches} spine + core switches\n({cluster.levels}-level tree, drawn as one level)"
         ax.text(W + 0.3, 4.6 + height / 2, spine_text, **label)
-        through = fmt(cluster.egress_bytes_per_s_per_node("spine"), "B/s")
+        through = fmt(cluster.egress_bytes_per_s_per_node(level="spine"), "B/s")
         kind = "non-blocking" if cluster.oversubscription == 1 else f"{fmt(cluster.oversubscription)}:1 oversubscribed"
         ax.text(W + 0.3, 3.75, f"{kind}: {through}\nper node through the spine", **label)
         top = 4.6 + height
@@ -433,7 +451,7 @@ def draw_fat_tree(cluster: GpuCluster, ax=None):
 
 # --- chapters 2 and 12: one chip --------------------------------------------
 
-def draw_chip(chip: str | ChipSpec, ax=None):
+def draw_chip(chip: str | ChipSpec, *, ax=None):
     """A block diagram of one chip, every figure from the registry. Chapters 2 (TPU) and 12 (GPU).
 
     A TPU: its TensorCore(s) (gid ``"tensorcore"``), each with its MXUs
@@ -570,7 +588,7 @@ def _draw_gpu_chip(spec: ChipSpec, ax):
 
 # --- chapters 2 and 12: the spec comparison ---------------------------------
 
-def plot_spec_comparison(chips: Iterable[str | ChipSpec] | None = None,
+def plot_spec_comparison(chips: Iterable[str | ChipSpec] | None = None, *,
                          fields: Sequence[str] = ("bf16_flops_per_s", "hbm_bytes_per_s", "hbm_bytes"), ax=None):
     """Bars of each chip's figures, one panel per field, on log y axes. Chapters 2 and 12.
 
@@ -590,17 +608,21 @@ def plot_spec_comparison(chips: Iterable[str | ChipSpec] | None = None,
 
     if isinstance(fields, str):
         fields = (fields,)
+    if not isinstance(fields, (list, tuple)) or not fields:
+        raise InvalidValueError(f"`fields` must be one or more of {', '.join(SPEC_FIELDS)}, got {shown(fields)}")
     for field in fields:
-        if field not in SPEC_FIELDS:
-            raise unknown("spec field", field, SPEC_FIELDS)
-    specs = [_chip(c) for c in (chips if chips is not None else _chips("tpu") + _chips("gpu"))]
-    if not specs:
-        raise InvalidValueError("`chips` must name at least one chip, got none")
+        if not isinstance(field, str) or field not in SPEC_FIELDS:
+            raise unknown("spec field", field, SPEC_FIELDS, arg="fields")
+    specs = _chip_list(chips, default=tuple(_chips("tpu")) + tuple(_chips("gpu")))
     if ax is None:
         fig, axes = plt.subplots(len(fields), 1, figsize=(8, 2.5 * len(fields)), sharex=True, squeeze=False)
         axes = list(axes[:, 0])
     else:
+        from matplotlib.axes import Axes
+
         axes = [ax] if not isinstance(ax, (list, tuple, np.ndarray)) else list(np.ravel(ax))
+        if not all(isinstance(a, Axes) for a in axes):
+            raise InvalidValueError(f"`ax` must be a matplotlib Axes (or one per field), got {shown(ax)}")
         if len(axes) != len(fields):
             raise InvalidValueError(f"`ax` must be one Axes per field ({len(fields)}), got {len(axes)}")
         fig = axes[0].figure

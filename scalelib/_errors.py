@@ -21,6 +21,10 @@ class InvalidValueError(ScalelibError, ValueError):
     """An argument with a value outside what the formula accepts."""
 
 
+class InvalidCallError(ScalelibError, TypeError):
+    """Arguments that do not fit a function's signature (too many positional ones, an unknown keyword)."""
+
+
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """'; did you mean 'h100'?' for the closest known names, or ''."""
     close = difflib.get_close_matches(str(name).lower(), list(known), n=2, cutoff=0.5)
@@ -29,33 +33,16 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
-def unknown(kind: str, name: object, known: Iterable[str]) -> UnknownNameError:
-    """An error naming the unknown `name`, listing the `known` ones, suggesting the closest."""
-    known = sorted(known)
+def unknown(kind: str, name: object, known: Iterable[str], *, arg: str | None = None,
+            extra: Iterable[str] = ()) -> UnknownNameError:
+    """An error naming the unknown `name` (passed as `arg`), listing the `known` ones, suggesting the closest.
+
+    `extra` are further accepted spellings (aliases): they count for suggestions
+    and are listed after the known names.
+    """
+    known, extra = sorted(known), sorted(set(extra) - set(known))
+    listed = ", ".join(known) + (f" (also: {', '.join(extra)})" if extra else "")
+    where = f"`{arg}`: " if arg else ""
     return UnknownNameError(
-        f"unknown {kind} {name!r}: expected one of {', '.join(known)}{did_you_mean(str(name), known)}"
+        f"{where}unknown {kind} {name!r}: expected one of {listed}{did_you_mean(str(name), known + extra)}"
     )
-
-
-def require_positive(**values) -> None:
-    """Raise InvalidValueError naming the first argument that is not > 0 (arrays too)."""
-    import numpy as np
-
-    for arg, value in values.items():
-        arr = np.asarray(value)
-        if arr.dtype.kind not in "biuf":
-            raise InvalidValueError(f"`{arg}` must be a number, got {value!r}")
-        if not np.all(arr > 0):
-            raise InvalidValueError(f"`{arg}` must be positive, got {value!r}")
-
-
-def require_nonnegative(**values) -> None:
-    """Raise InvalidValueError naming the first argument that is negative (arrays too)."""
-    import numpy as np
-
-    for arg, value in values.items():
-        arr = np.asarray(value)
-        if arr.dtype.kind not in "biuf":
-            raise InvalidValueError(f"`{arg}` must be a number, got {value!r}")
-        if not np.all(arr >= 0):
-            raise InvalidValueError(f"`{arg}` must not be negative, got {value!r}")

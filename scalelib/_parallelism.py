@@ -12,33 +12,38 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._derivation import plain, q, result
-from ._errors import InvalidValueError, require_positive
+from ._derivation import Derivation, derivable, explain, plain, q
+from ._errors import InvalidValueError
 from ._topology import GpuCluster, TpuSlice
+from ._validate import count, positive, shown
 
 
-def _link_bandwidth(topology, axes) -> tuple[float, str]:
+def _link_bandwidth(topology, axes) -> tuple[float, str, tuple[str, ...]]:
     """The bandwidth a chip has for a collective over `axes` (TPU) or over the whole cluster (GPU)."""
     if isinstance(topology, TpuSlice):
-        used = [i for i in topology.axes(axes) if topology.shape[i] > 1]
+        used = [a for a in topology.axes(axes) if topology.shape[topology.axis_names.index(a)] > 1]
         if not used:
-            raise InvalidValueError(f"{topology!r} has one chip along {axes!r}: there is nothing to parallelise over")
-        return sum(topology.axis_bytes_per_s(i) for i in used), "W_ici"
+            raise InvalidValueError(f"`axes`: {topology!r} has one chip along {shown(axes)}: there is nothing to "
+                                    f"parallelise over")
+        return (sum(topology.axis_bytes_per_s(a) for a in used), "W_ici",
+                (f"W_ici: ICI bandwidth a chip has over axes {''.join(used)} (both directions on a ring)",))
     if isinstance(topology, GpuCluster):
         if axes is not None:
-            raise InvalidValueError("a GPU cluster takes no `axes`: it parallelises over all its GPUs")
+            raise InvalidValueError("`axes`: a GPU cluster takes no `axes`: it parallelises over all its GPUs")
+        gpu = "W_gpu: a GPU's NVLink bandwidth, one way"
         if topology.num_nodes == 1:
-            return topology.nvlink_bytes_per_s_per_gpu, "W_gpu"
+            return topology.nvlink_bytes_per_s_per_gpu, "W_gpu", (gpu,)
         # Across nodes the collective has an NVLink stage and an egress stage; the slower binds.
-        W_gpu, W_node = topology.nvlink_bytes_per_s_per_gpu, topology.egress_bytes_per_s_per_node("spine")
-        return min(W_gpu, W_node), "min(W_gpu, W_node)"
+        W_gpu, W_node = topology.nvlink_bytes_per_s_per_gpu, topology.egress_bytes_per_s_per_node(level="spine")
+        return min(W_gpu, W_node), "min(W_gpu, W_node)", (gpu, "W_node: a node's egress through the spine, one way")
     raise InvalidValueError(
-        f"`topology` must be a TpuSlice (tpu_slice(...)) or a GpuCluster (gpu_cluster(...)), got {type(topology).__name__}"
+        f"`topology` must be a TpuSlice (tpu_slice(...)) or a GpuCluster (gpu_cluster(...)), got {shown(topology)}"
     )
 
 
-def data_parallel_critical_batch(topology, dtype: str = "bf16", axes=None, *, explain: bool = False):
-    """Tokens per chip above which data parallelism (or FSDP) is compute-bound: C / W. Chapters 5 and 12.
+@derivable
+def data_parallel_critical_batch(topology, *, dtype="bf16", axes=None):
+    """Tokens per chip above which data parallelism (or FSDP) is compute-bound.
 
     W is the bidirectional ICI bandwidth summed over the `axes` used on a TPU
     slice (v5p, one axis: 4.59e14 / 1.8e11 ≈ 2550; three axes ≈ 850), a GPU's
@@ -46,35 +51,84 @@ def data_parallel_critical_batch(topology, dtype: str = "bf16", axes=None, *, ex
     nodes the slower of NVLink and the node's egress (H100: 9.9e14 / 4e11 ≈ 2475
     tokens per GPU; on GB200 NVL72 the NVLink stage binds).
 
-    >>> from scalelib import gpu_cluster
-    >>> round(data_parallel_critical_batch(gpu_cluster("h100")))
-    2200
+    Formula:
+        B_crit per chip = C / W
+
+    Args:
+        topology: a :class:`TpuSlice` or :class:`GpuCluster`.
+        dtype: the dtype of the arithmetic (sets C).
+        axes: on a TPU slice, the axes data parallelism runs over (all by default).
+
+    Returns:
+        tokens per chip.
+
+    Chapter:
+        5 (Parallelism for training), 12 (GPUs)
+
+    Example:
+        >>> from scalelib import gpu_cluster
+        >>> round(data_parallel_critical_batch(gpu_cluster(1, "h100")))
+        2200
     """
-    W, name = _link_bandwidth(topology, axes)
-    C = topology.spec.flops_per_s(dtype)
-    return result(explain, "B_crit per chip", f"C / {name}", f"{q(C, 'FLOP/s')} / {q(W, 'B/s')}", C / W, "tokens")
+    W, name, where = _link_bandwidth(topology, axes)
+    C = explain(topology.spec.peak_flops_per_s, dtype=dtype)
+    return Derivation("B_crit per chip", f"C / {name}", lambda: f"{q(C.value, 'FLOP/s')} / {q(W, 'B/s')}",
+                      C.value / W, "tokens", where=("C: a chip's peak FLOP/s", *where))
 
 
-def tensor_parallel_max_degree(F, topology, dtype: str = "bf16", axes=None, *, explain: bool = False):
-    """Largest tensor-parallel degree Y that stays compute-bound for an MLP of width F: F · W / C. Chapters 5 and 12.
+@derivable
+def tensor_parallel_max_degree(F, topology, *, dtype="bf16", axes=None):
+    """Largest tensor-parallel degree Y that stays compute-bound for an MLP of width F.
 
-    >>> from scalelib import gpu_cluster
-    >>> round(tensor_parallel_max_degree(28672, gpu_cluster("h100")), 1)
-    13.0
+    Formula:
+        Y_max = F · W / C
+
+    Args:
+        F: the MLP's hidden width (> 0).
+        topology: a :class:`TpuSlice` or :class:`GpuCluster`.
+        dtype: the dtype of the arithmetic (sets C).
+        axes: on a TPU slice, the axes tensor parallelism runs over (all by default).
+
+    Returns:
+        chips (a degree; not rounded).
+
+    Chapter:
+        5 (Parallelism for training), 12 (GPUs)
+
+    Example:
+        >>> from scalelib import gpu_cluster
+        >>> round(tensor_parallel_max_degree(28672, gpu_cluster(1, "h100")), 1)
+        13.0
     """
-    require_positive(F=F)
-    W, name = _link_bandwidth(topology, axes)
-    C = topology.spec.flops_per_s(dtype)
-    value = np.asarray(F, dtype=float) * W / C
-    value = plain(value)
-    return result(explain, "Y_max", f"F · {name} / C", f"{q(F)} · {q(W, 'B/s')} / {q(C, 'FLOP/s')}", value, "chips")
+    F_ = positive("F", F)
+    W, name, where = _link_bandwidth(topology, axes)
+    C = explain(topology.spec.peak_flops_per_s, dtype=dtype)
+    return Derivation("Y_max", f"F · {name} / C", lambda: f"{q(F)} · {q(W, 'B/s')} / {q(C.value, 'FLOP/s')}",
+                      plain(np.asarray(F_) * W / C.value), "chips",
+                      where=("F: the MLP's hidden width", "C: a chip's peak FLOP/s", *where))
 
 
-def pipeline_bubble_fraction(stages, microbatches, *, explain: bool = False):
-    """Share of a GPipe or 1F1B step that pipeline stages sit idle: (p − 1) / (m + p − 1). Chapters 5 and 12."""
-    require_positive(stages=stages, microbatches=microbatches)
-    p, m = np.asarray(stages, dtype=float), np.asarray(microbatches, dtype=float)
-    value = (p - 1) / (m + p - 1)
-    value = plain(value)
-    return result(explain, "bubble", "(p − 1) / (m + p − 1)", f"({q(stages)} − 1) / ({q(microbatches)} + {q(stages)} − 1)",
-                  value, "")
+@derivable
+def pipeline_bubble_fraction(stages, microbatches):
+    """Share of a GPipe or 1F1B step that pipeline stages sit idle.
+
+    Formula:
+        bubble = (p − 1) / (m + p − 1)
+
+    Args:
+        stages: p, pipeline stages (a whole number >= 1).
+        microbatches: m, microbatches per step (a whole number >= 1).
+
+    Returns:
+        a fraction between 0 and 1 (dimensionless).
+
+    Chapter:
+        5 (Parallelism for training), 12 (GPUs)
+
+    Example:
+        >>> pipeline_bubble_fraction(4, 16)
+        0.15789473684210525
+    """
+    p, m = count("stages", stages), count("microbatches", microbatches)
+    return Derivation("bubble", "(p − 1) / (m + p − 1)", lambda: f"({p} − 1) / ({m} + {p} − 1)",
+                      (p - 1) / (m + p - 1), "", where=("p: pipeline stages; m: microbatches per step",))

@@ -6,15 +6,20 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ._specs import ChipSpec, chip as _chip
+from ._errors import InvalidValueError
+from ._specs import ChipSpec, dtype_name
 from ._units import fmt
+from ._validate import positive, shown
 
 
-def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), dtype: str | Sequence[str] = "bf16",
+def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), *, dtype="bf16",
                   bandwidth: str = "hbm", points: Iterable[dict] = (), intensity_range=(1e-1, 1e4), ax=None):
-    """Log-log roofline of each chip: attainable FLOP/s against arithmetic intensity. Chapter 1.
+    """Log-log roofline of each chip: attainable FLOP/s against arithmetic intensity.
 
     Each chip's ridge (its critical intensity C / W) is marked and labelled.
+
+    Formula:
+        attainable FLOP/s = min(C, I · W)
 
     Args:
         chips: chip names or ChipSpecs (e.g. from :func:`measure_machine`).
@@ -27,21 +32,41 @@ def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), dtype: 
 
     Returns:
         The matplotlib Axes.
+
+    Chapter:
+        1 (Rooflines)
+
+    Example:
+        >>> ax = plot_roofline(["tpu-v5e", "h100"])
+        >>> ax.get_xlabel()
+        'arithmetic intensity (FLOP/byte)'
     """
-    import matplotlib.pyplot as plt
+    from ._diagrams import _axes, _chip_list
+    from ._roofline import _bandwidth, attainable_flops_per_s, critical_intensity
 
-    from ._roofline import attainable_flops_per_s, critical_intensity
-
-    specs = [_chip(c) for c in chips]
-    dtypes = [dtype] * len(specs) if isinstance(dtype, str) else list(dtype)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.5))
-    x = np.logspace(np.log10(intensity_range[0]), np.log10(intensity_range[1]), 400)
+    specs = _chip_list(chips, default=())
+    if isinstance(dtype, (list, tuple)):
+        dtypes = [dtype_name(d) for d in dtype]
+        if len(dtypes) != len(specs):
+            raise InvalidValueError(f"`dtype` must be one dtype, or one per chip ({len(specs)}), got {shown(dtype)}")
+    else:
+        dtypes = [dtype_name(dtype)] * len(specs)
+    bandwidth = _bandwidth(bandwidth)
+    low, high = (positive("intensity_range", v) for v in _pair(intensity_range))
+    if not low < high:
+        raise InvalidValueError(f"`intensity_range` must be (low, high) with low < high, got {shown(intensity_range)}")
+    points = list(points) if not isinstance(points, dict) else [points]
+    for point in points:
+        if not isinstance(point, dict) or "intensity" not in point or "flops_per_s" not in point:
+            raise InvalidValueError(f"`points` must be dicts with 'intensity' and 'flops_per_s', got {shown(point)}")
+        positive("points' intensity", point["intensity"]), positive("points' flops_per_s", point["flops_per_s"])
+    ax = _axes(ax, figsize=(7, 4.5))
+    x = np.logspace(np.log10(low), np.log10(high), 400)
     for k, (spec, dt) in enumerate(zip(specs, dtypes)):
-        y = attainable_flops_per_s(x, spec, dt, bandwidth)
+        y = attainable_flops_per_s(x, spec, dtype=dt, bandwidth=bandwidth)
         (line,) = ax.loglog(x, y, label=f"{spec.name} ({dt})")
-        ridge = critical_intensity(spec, dt, bandwidth)
-        peak = spec.flops_per_s(dt)
+        ridge = critical_intensity(spec, dtype=dt, bandwidth=bandwidth)
+        peak = spec.peak_flops_per_s(dtype=dt)
         ax.plot([ridge], [peak], "o", color=line.get_color())
         # Stagger the ridge labels so that chips with close ridges stay readable.
         ax.annotate(f"{fmt(ridge)} FLOP/B", (ridge, peak), textcoords="offset points",
@@ -55,3 +80,9 @@ def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), dtype: 
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return ax
+
+
+def _pair(value):
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__") or len(value) != 2:
+        raise InvalidValueError(f"`intensity_range` must be a pair (low, high) in FLOP/B, got {shown(value)}")
+    return value

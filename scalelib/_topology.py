@@ -3,12 +3,16 @@
 * :class:`TpuSlice`: chips on a 2D or 3D grid joined by ICI links to their
   neighbours, with wraparound links on the axes that span the whole pod (a torus
   on those axes, a mesh on the others), hosts of a few chips, DCN between slices.
+  Its axes are named as in a JAX mesh: ``tpu_slice({"X": 16, "Y": 16}, "tpu-v5e")``,
+  and collectives take ``axes="X"``, ``axes="XY"`` or ``axes=("X", "Y")``.
 * :class:`GpuCluster`: GPUs in nodes (an NVLink/NVSwitch domain of 8, or 72 for
   GB200 NVL72), nodes joined by a non-blocking InfiniBand fat tree of leaf and
   spine switches, grouped in scalable units.
 
-Each knows its size, its whole-system totals, and what collectives need:
-per-axis bandwidths, hop counts, node egress. Figures come from the chip registry.
+Facts of the shape (``num_chips``, ``num_hosts``, ``levels``, figures looked up
+from the chip) are attributes; quantities computed from them (totals, bisection,
+times) are methods, and :func:`~scalelib.explain` gives their derivation.
+Everything is checked when the topology is made.
 """
 
 from __future__ import annotations
@@ -18,57 +22,145 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._derivation import plain, q, result
-from ._errors import InvalidValueError, require_nonnegative, require_positive
-from ._specs import ChipSpec, chip as _chip
+from ._derivation import Derivation, derivable, explain, plain, q
+from ._errors import InvalidValueError
+from ._specs import ChipSpec, chip as _chip, dtype_name
 from ._units import fmt
+from ._validate import count, counts, flag, nonnegative, number, positive, shown
 
 AXIS_NAMES = ("X", "Y", "Z")
 #: Latency of one ICI hop, about 1 µs (How to Scale Your Model, ch. 2).
 ICI_HOP_LATENCY_S = 1e-6
 
 
-def _whole_positive_ints(name: str, values) -> tuple[int, ...]:
-    try:
-        items = tuple(values)
-    except TypeError:
-        raise InvalidValueError(f"`{name}` must be a sequence of whole numbers, got {values!r}") from None
-    if not items or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in items):
-        raise InvalidValueError(f"`{name}` must be whole numbers >= 1, got {values!r}")
-    return tuple(int(v) for v in items)
-
-
 class _Totals:
     """Whole-system totals of a topology with `num_chips` chips of `spec` (chapters 2 and 12)."""
 
-    def total_flops_per_s(self, dtype: str = "bf16", *, explain: bool = False):
-        """Peak FLOP/s of all chips together: chips · C."""
-        C = self.spec.flops_per_s(dtype)
-        return result(explain, f"C_total({dtype})", "chips · C", f"{self.num_chips} · {q(C, 'FLOP/s')}",
-                      self.num_chips * C, "FLOP/s")
+    @derivable
+    def total_flops_per_s(self, *, dtype="bf16"):
+        """Peak FLOP/s of all chips together.
 
-    def total_hbm(self, *, explain: bool = False):
-        """HBM of all chips together: chips · HBM per chip (bytes)."""
-        per_chip = self.spec.hbm_bytes
-        return result(explain, "HBM_total", "chips · HBM per chip", f"{self.num_chips} · {q(per_chip, 'B')}",
-                      self.num_chips * per_chip, "B")
+        Formula:
+            C_total = chips · C
 
-    @property
-    def total_hbm_bytes(self) -> float:
-        return self.total_hbm()
+        Returns:
+            FLOP/s.
+
+        Chapter:
+            2 (TPUs), 12 (GPUs)
+
+        Example:
+            >>> fmt(tpu_pod("tpu-v5e").total_flops_per_s(), "FLOP/s")
+            '5.04e16 FLOP/s'
+        """
+        C = explain(self.spec.peak_flops_per_s, dtype=dtype)
+        return Derivation(f"C_total({dtype_name(dtype)})", "chips · C", lambda: f"{self.num_chips} · {q(C.value, 'FLOP/s')}",
+                          self.num_chips * C.value, "FLOP/s")
+
+    @derivable
+    def total_hbm_bytes(self):
+        """HBM of all chips together.
+
+        Formula:
+            HBM_total = chips · HBM per chip
+
+        Returns:
+            bytes (B).
+
+        Chapter:
+            2 (TPUs), 12 (GPUs)
+
+        Example:
+            >>> fmt(tpu_pod("tpu-v5e").total_hbm_bytes(), "B")
+            '4.1 TB'
+        """
+        per_chip = self.spec.require("hbm_bytes", "the total HBM")
+        return Derivation("HBM_total", "chips · HBM per chip", lambda: f"{self.num_chips} · {q(per_chip, 'B')}",
+                          self.num_chips * per_chip, "B")
+
+    @derivable
+    def total_hbm_bytes_per_s(self):
+        """HBM bandwidth of all chips together.
+
+        Formula:
+            W_total = chips · W_hbm
+
+        Returns:
+            B/s.
+
+        Chapter:
+            2 (TPUs), 12 (GPUs)
+
+        Example:
+            >>> fmt(tpu_slice((4, 4), "tpu-v5e").total_hbm_bytes_per_s(), "B/s")
+            '13.1 TB/s'
+        """
+        W = self.spec.require("hbm_bytes_per_s", "the total HBM bandwidth")
+        return Derivation("W_hbm_total", "chips · W_hbm", lambda: f"{self.num_chips} · {q(W, 'B/s')}",
+                          self.num_chips * W, "B/s")
+
+
+def _shape(shape) -> tuple[int, ...]:
+    """A slice's shape from a tuple ``(16, 16)`` or a JAX-style mesh ``{"X": 16, "Y": 16}``."""
+    if isinstance(shape, dict):
+        names = tuple(str(k).upper() for k in shape)
+        if names != AXIS_NAMES[: len(names)]:
+            raise InvalidValueError(
+                f"`shape`: a mesh names its axes {', '.join(AXIS_NAMES[:max(len(names), 2)])} in that order, "
+                f"got {shown(shape)}; e.g. {{'X': 16, 'Y': 16}}")
+        return counts("shape", shape.values())
+    return counts("shape", shape)
 
 
 @dataclass(frozen=True)
 class TpuSlice(_Totals):
     """A slice of a TPU pod: `shape` chips along axes X, Y (, Z), with ICI links between neighbours.
 
-    Build one with :func:`tpu_slice` (which checks the shape against the pod).
-    ``wraparound[i]`` says whether axis i closes into a ring.
+    Build one with :func:`tpu_slice` or :func:`tpu_pod`. ``wraparound[i]`` says
+    whether axis i closes into a ring. The shape is checked against the pod, and
+    wraparound against what the pod's wiring allows.
+
+    Chapter:
+        2 (TPUs)
+
+    Example:
+        >>> TpuSlice(chip("tpu-v5e"), (4, 16), (False, True))
+        TpuSlice(tpu-v5e, X=4, Y=16↻; 64 chips)
     """
 
     spec: ChipSpec
     shape: tuple[int, ...]
     wraparound: tuple[bool, ...]
+
+    def __post_init__(self):
+        spec = _chip(self.spec, arg="spec")
+        if spec.family != "tpu":
+            raise InvalidValueError(f"`chip` must be a TPU for a slice, got {spec.name} ({spec.family}); "
+                                    f"use gpu_cluster for GPUs")
+        pod = spec.require("pod_shape", "a TPU slice")
+        shape = _shape(self.shape)
+        if len(shape) != len(pod):
+            raise InvalidValueError(f"`shape`: a {spec.name} slice has {len(pod)} axes (its pod is "
+                                    f"{'x'.join(map(str, pod))}), got {shape}")
+        for name, n, full in zip(AXIS_NAMES, shape, pod):
+            if n > full:
+                raise InvalidValueError(f"`shape`: axis {name} of a {spec.name} slice can have at most {full} chips "
+                                        f"(the pod is {'x'.join(map(str, pod))}), got {n}")
+        can_wrap = _can_wrap(spec, shape)
+        if isinstance(self.wraparound, (str, bytes)) or not hasattr(self.wraparound, "__len__"):
+            raise InvalidValueError(f"`wraparound` must be one True/False per axis, got {shown(self.wraparound)}")
+        wrap = tuple(flag("wraparound", w) for w in self.wraparound)
+        if len(wrap) != len(shape):
+            raise InvalidValueError(f"`wraparound` needs one True/False per axis ({len(shape)}), got {shown(self.wraparound)}")
+        cube = spec.wraparound_cube
+        for name, w, ok, n, full in zip(AXIS_NAMES, wrap, can_wrap, shape, pod):
+            if w and not ok:
+                need = (f"a slice of whole {cube}x{cube}x{cube} cubes (every axis a multiple of {cube}), "
+                        f"got {'x'.join(map(str, shape))}" if cube else f"the full axis of {full}")
+                raise InvalidValueError(f"`wraparound`: axis {name} of {n} chips cannot wrap around: wraparound needs {need}")
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "wraparound", wrap)
 
     def __repr__(self) -> str:
         axes = ", ".join(f"{n}={s}{'↻' if w else ''}" for n, s, w in zip(AXIS_NAMES, self.shape, self.wraparound))
@@ -83,66 +175,89 @@ class TpuSlice(_Totals):
         return AXIS_NAMES[: len(self.shape)]
 
     @property
+    def mesh(self) -> dict[str, int]:
+        """The slice as a JAX-style mesh: ``{"X": 16, "Y": 16}``."""
+        return dict(zip(self.axis_names, self.shape))
+
+    @property
     def num_hosts(self) -> int:
         """Hosts (CPU machines) driving the slice; a slice smaller than a host still needs one."""
-        return max(1, math.ceil(self.num_chips / math.prod(self.spec.host_shape)))
+        host = self.spec.require("host_shape", "the number of hosts")
+        return max(1, math.ceil(self.num_chips / math.prod(host)))
 
-    def axis_index(self, axis) -> int:
-        """Index of `axis` given by name ("X", "Y", "Z") or index."""
-        if isinstance(axis, str) and axis.upper() in self.axis_names:
-            return self.axis_names.index(axis.upper())
-        if isinstance(axis, (int, np.integer)) and 0 <= axis < len(self.shape):
-            return int(axis)
+    def axes(self, axes=None) -> tuple[str, ...]:
+        """The axis names `axes` stands for, each at most once: ``None`` (all), ``"X"``, ``"XY"``, ``("X", "Y")``.
+
+        Example:
+            >>> tpu_slice((16, 16), "tpu-v5e").axes("YX")
+            ('Y', 'X')
+        """
+        if axes is None:
+            return self.axis_names
+        items = list(axes) if isinstance(axes, str) else axes
+        if isinstance(items, (list, tuple)) and items and all(isinstance(a, str) for a in items):
+            names = [a.upper() for a in items]
+            bad = [a for a in names if a not in self.axis_names]
+            if not bad:
+                for a in set(names):
+                    if names.count(a) > 1:
+                        raise InvalidValueError(f"`axes`: axis {a!r} is given twice in {shown(axes)}; "
+                                                f"use each axis at most once")
+                return tuple(names)
         raise InvalidValueError(
-            f"unknown axis {axis!r} of {self!r}: expected one of {', '.join(self.axis_names)} "
-            f"(or an index 0..{len(self.shape) - 1})"
+            f"`axes` must name axes of {self!r}: one of {', '.join(self.axis_names)}, or several as "
+            f"{''.join(self.axis_names)!r} or {self.axis_names!r}; got {shown(axes)}"
         )
 
-    def axes(self, axes=None) -> tuple[int, ...]:
-        """Indices of `axes` (all when None), each at most once."""
-        if axes is None:
-            return tuple(range(len(self.shape)))
-        if isinstance(axes, (str, int, np.integer)):
-            axes = (axes,)
-        indices = [self.axis_index(a) for a in axes]
-        for i in set(indices):
-            if indices.count(i) > 1:
-                raise InvalidValueError(f"axis {self.axis_names[i]!r} is given twice in {tuple(axes)!r}; use each axis at most once")
-        return tuple(indices)
-
     def axis_bytes_per_s(self, axis) -> float:
-        """Bandwidth one chip has along `axis` for a collective: bidirectional per link
-        (both ring directions) with wraparound, one-way per link without it."""
-        i = self.axis_index(axis)
+        """Bandwidth one chip has along `axis` for a collective (B/s): bidirectional per
+        link (both ring directions) with wraparound, one-way per link without it; 0 on an axis of 1 chip."""
+        if not (isinstance(axis, str) and axis.upper() in self.axis_names):
+            raise InvalidValueError(f"`axis` must be one axis name of {self!r} ({', '.join(self.axis_names)}), "
+                                    f"got {shown(axis)}")
+        i = self.axis_names.index(axis.upper())
         if self.shape[i] == 1:
             return 0.0
         if self.wraparound[i]:
-            return self.spec.ici_link_bytes_per_s_bidirectional
-        return self.spec.ici_link_bytes_per_s_one_way
+            return self.spec.require("ici_link_bytes_per_s_bidirectional", "a collective on a torus")
+        return self.spec.require("ici_link_bytes_per_s_one_way", "a collective on a mesh")
 
     # --- routing -------------------------------------------------------------
     def _coords(self, name: str, coords) -> tuple[int, ...]:
         try:
-            coords = tuple(coords)
+            items = tuple(coords)
         except TypeError:
-            raise InvalidValueError(f"`{name}` must be {len(self.shape)} coordinates within {self.shape}, got {coords!r}") from None
-        if len(coords) != len(self.shape) or not all(
-            isinstance(c, (int, np.integer)) and 0 <= c < s for c, s in zip(coords, self.shape)
-        ):
+            items = None
+        if (items is None or len(items) != len(self.shape) or not all(
+                isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_)) and 0 <= c < s
+                for c, s in zip(items, self.shape))):
             raise InvalidValueError(
-                f"`{name}` must be {len(self.shape)} coordinates within {self.shape}, got {coords!r}"
-            )
-        return tuple(int(c) for c in coords)
+                f"`{name}` must be {len(self.shape)} whole coordinates within {self.shape}, got {shown(coords)}")
+        return tuple(int(c) for c in items)
 
-    def hops(self, a, b) -> int:
-        """ICI hops between chips `a` and `b` (coordinates): per axis |Δ|, or
-        min(|Δ|, n − |Δ|) on an axis with wraparound. Wraparound never adds hops."""
+    @derivable
+    def hops(self, a, b):
+        """ICI hops between chips `a` and `b` (coordinates); wraparound never adds hops.
+
+        Formula:
+            hops = Σ over axes of |Δ|, or min(|Δ|, n − |Δ|) on an axis with wraparound
+
+        Returns:
+            hops (a whole number).
+
+        Chapter:
+            2 (TPUs)
+
+        Example:
+            >>> tpu_pod("tpu-v5e").hops((0, 0), (15, 0))
+            1
+        """
         a, b = self._coords("a", a), self._coords("b", b)
         total = 0
         for x, y, n, wrap in zip(a, b, self.shape, self.wraparound):
             d = abs(x - y)
             total += min(d, n - d) if wrap else d
-        return total
+        return Derivation("hops", "Σ |Δ| per axis (the shorter way round a ring)", lambda: f"{a} → {b}", total, "")
 
     def route(self, a, b) -> list[tuple[int, ...]]:
         """The chips a shortest dimension-ordered route visits from `a` to `b`, both included."""
@@ -159,101 +274,181 @@ class TpuSlice(_Totals):
                 path.append(tuple(here))
         return path
 
-    def max_hops(self) -> int:
-        """The diameter: the most hops between any two chips."""
-        return sum(n // 2 if w else n - 1 for n, w in zip(self.shape, self.wraparound))
+    @derivable
+    def max_hops(self):
+        """The diameter: the most hops between any two chips.
 
-    def p2p_time_s(self, nbytes, a, b, hop_latency_s: float = ICI_HOP_LATENCY_S, *, explain: bool = False):
-        """Time to send `nbytes` from chip `a` to chip `b`: hops × T_hop + bytes / W_link (one-way)."""
-        require_nonnegative(nbytes=nbytes)
-        h = self.hops(a, b)
-        W = self.spec.ici_link_bytes_per_s_one_way
-        value = h * hop_latency_s + np.asarray(nbytes, dtype=float) / W if h else 0.0 * np.asarray(nbytes, dtype=float)
-        value = plain(value)
-        return result(explain, "T_p2p", "hops · T_hop + bytes / W_link",
-                      f"{h} · {q(hop_latency_s, 's')} + {q(nbytes, 'B')} / {q(W, 'B/s')}", value, "s")
+        Formula:
+            Σ over axes of n // 2 with wraparound, n − 1 without
 
-    # --- totals (and total_flops_per_s, total_hbm from _Totals) ---------------
-    @property
-    def total_hbm_bytes_per_s(self) -> float:
-        return self.num_chips * self.spec.hbm_bytes_per_s
+        Returns:
+            hops.
 
-    @property
-    def bisection_bytes_per_s(self) -> float:
-        """Bandwidth across the worst cut into two halves (cutting the longest axis),
-        counting both directions of every cut link: rings × (2 with wraparound) × W_bidirectional."""
-        best = math.inf
-        for n, wrap in zip(self.shape, self.wraparound):
+        Chapter:
+            2 (TPUs)
+
+        Example:
+            >>> tpu_pod("tpu-v5e").max_hops(), tpu_slice((16, 16), "tpu-v5e", wraparound=False).max_hops()
+            (16, 30)
+        """
+        value = sum(n // 2 if w else n - 1 for n, w in zip(self.shape, self.wraparound))
+        return Derivation("max hops", "Σ (n // 2 with wraparound, n − 1 without)", lambda: repr(self), value, "")
+
+    @derivable
+    def p2p_time_s(self, nbytes, a, b, *, hop_latency_s=ICI_HOP_LATENCY_S):
+        """Time to send `nbytes` from chip `a` to chip `b` over one link at a time.
+
+        Formula:
+            T_p2p = hops · T_hop + nbytes / W_link (one-way); 0 from a chip to itself
+
+        Args:
+            nbytes: bytes to send (B), >= 0.
+            a, b: the chips' coordinates.
+            hop_latency_s: latency of one hop (s), >= 0.
+
+        Returns:
+            seconds (s).
+
+        Chapter:
+            2 (TPUs)
+
+        Example:
+            >>> fmt(tpu_slice((4, 4), "tpu-v5e").p2p_time_s(45e6, (0, 0), (3, 3)), "s")
+            '1.01 ms'
+        """
+        N = nonnegative("nbytes", nbytes)
+        latency = nonnegative("hop_latency_s", hop_latency_s)
+        if np.ndim(latency):
+            raise InvalidValueError(f"`hop_latency_s` must be a single number, got {shown(hop_latency_s)}")
+        h = explain(self.hops, a, b).value
+        W = self.spec.require("ici_link_bytes_per_s_one_way", "a point-to-point transfer")
+        value = plain(h * latency + np.asarray(N) / W if h else 0.0 * np.asarray(N))
+        return Derivation("T_p2p", "hops · T_hop + nbytes / W_link",
+                          lambda: f"{h} · {q(latency, 's')} + {q(nbytes, 'B')} / {q(W, 'B/s')}", value, "s")
+
+    @derivable
+    def bisection_bytes_per_s(self):
+        """Bandwidth across the worst cut into two halves, counting both directions of every cut link.
+
+        Formula:
+            min over axes of (chips / n) · (2 with wraparound, 1 without) · W_link,bidirectional
+
+        Returns:
+            B/s (0 for one chip).
+
+        Chapter:
+            2 (TPUs)
+
+        Example:
+            >>> fmt(tpu_pod("tpu-v5e").bisection_bytes_per_s(), "B/s")
+            '2.88 TB/s'
+        """
+        W = self.spec.require("ici_link_bytes_per_s_bidirectional", "the bisection bandwidth")
+        best, text = math.inf, ""
+        for name, n, wrap in zip(self.axis_names, self.shape, self.wraparound):
             if n == 1:
                 continue
             links = (self.num_chips // n) * (2 if wrap else 1)
-            best = min(best, links * self.spec.ici_link_bytes_per_s_bidirectional)
-        return 0.0 if best == math.inf else best
+            if links * W < best:
+                best, text = links * W, f"{self.num_chips // n} · {2 if wrap else 1} · {q(W, 'B/s')} (cut across {name})"
+        if best == math.inf:
+            return Derivation("W_bisection", "0 (one chip)", "", 0.0, "B/s")
+        return Derivation("W_bisection", "rings cut · links per ring · W_link", lambda: text, best, "B/s")
 
-    @property
-    def dcn_bytes_per_s(self) -> float:
-        """The slice's bandwidth to other slices over the data-center network."""
-        if self.spec.dcn_bytes_per_s_per_chip is None:
-            raise InvalidValueError(f"{self.spec.name} has no published DCN bandwidth")
-        return self.num_chips * self.spec.dcn_bytes_per_s_per_chip
+    @derivable
+    def dcn_bytes_per_s(self):
+        """The slice's bandwidth to other slices over the data-center network.
+
+        Formula:
+            W_dcn = chips · W_dcn per chip
+
+        Returns:
+            B/s.
+
+        Chapter:
+            2 (TPUs)
+
+        Example:
+            >>> fmt(tpu_pod("tpu-v5e").dcn_bytes_per_s(), "B/s")
+            '800 GB/s'
+        """
+        per_chip = self.spec.require("dcn_bytes_per_s_per_chip", "the DCN bandwidth of a slice")
+        return Derivation("W_dcn", "chips · W_dcn per chip", lambda: f"{self.num_chips} · {q(per_chip, 'B/s')}",
+                          self.num_chips * per_chip, "B/s")
 
     def summary(self) -> str:
-        return (f"{self!r}: {fmt(self.total_flops_per_s(), 'FLOP/s')} bf16, {fmt(self.total_hbm_bytes, 'B')} HBM, "
-                f"bisection {fmt(self.bisection_bytes_per_s, 'B/s')}, {self.num_hosts} host(s)")
+        """One line: size, peak FLOP/s, HBM, bisection bandwidth, hosts."""
+        return (f"{self!r}: {fmt(self.total_flops_per_s(), 'FLOP/s')} bf16, {fmt(self.total_hbm_bytes(), 'B')} HBM, "
+                f"bisection {fmt(self.bisection_bytes_per_s(), 'B/s')}, {self.num_hosts} host(s)")
 
 
-def tpu_slice(chip: str | ChipSpec, shape, wraparound=None) -> TpuSlice:
-    """A slice of `shape` chips (e.g. ``(4, 4)`` of TPU v5e, ``(4, 4, 8)`` of v5p). Chapter 2.
+def _can_wrap(spec: ChipSpec, shape) -> tuple[bool, ...]:
+    """Which axes of a slice of `shape` the pod's wiring can close into rings (How to Scale Your Model, ch. 2)."""
+    cube = spec.wraparound_cube
+    if cube:  # optical switches close the rings of any slice made of whole cubes
+        whole_cubes = all(n % cube == 0 for n in shape)
+        return tuple(whole_cubes and n > 2 for n in shape)
+    return tuple(n == full and n > 2 for n, full in zip(shape, spec.pod_shape))
+
+
+def tpu_slice(shape, chip, *, wraparound=None) -> TpuSlice:
+    """A slice of `shape` chips of a TPU pod, e.g. ``(4, 4)`` of v5e or ``{"X": 4, "Y": 4, "Z": 8}`` of v5p.
 
     On 2D pods (v5e, v6e) an axis has wraparound links when it spans the pod's
     whole axis (16 chips). On 3D pods built of 4x4x4 cubes joined by optical
     switches (v4p, v5p, TPU7x) a slice made of whole cubes wraps on every axis and a
-    smaller one on none (How to Scale Your Model, ch. 2). Pass `wraparound` (one
-    bool per axis) to turn links off. A slice cannot outgrow the pod on any axis.
+    smaller one on none (How to Scale Your Model, ch. 2). Pass `wraparound` (True,
+    False, or one per axis) to turn links off. A slice cannot outgrow the pod.
 
-    >>> tpu_slice("tpu-v5e", (16, 16))
-    TpuSlice(tpu-v5e, X=16↻, Y=16↻; 256 chips)
+    Args:
+        shape: chips per axis, as a tuple or a mesh dict with axes X, Y (, Z).
+        chip: a TPU name or ChipSpec.
+        wraparound: None for the pod's wiring, or True/False (one, or one per axis).
+
+    Returns:
+        A :class:`TpuSlice`.
+
+    Chapter:
+        2 (TPUs)
+
+    Example:
+        >>> tpu_slice((16, 16), "tpu-v5e")
+        TpuSlice(tpu-v5e, X=16↻, Y=16↻; 256 chips)
+        >>> tpu_slice({"X": 4, "Y": 4, "Z": 8}, "tpu-v5p")
+        TpuSlice(tpu-v5p, X=4↻, Y=4↻, Z=8↻; 128 chips)
     """
     spec = _chip(chip)
     if spec.family != "tpu":
-        raise InvalidValueError(f"`chip` must be a TPU for a slice, got {spec.name} ({spec.family}); use gpu_cluster for GPUs")
-    shape = _whole_positive_ints("shape", shape)
-    pod = spec.pod_shape
-    if len(shape) != len(pod):
-        raise InvalidValueError(f"a {spec.name} slice has {len(pod)} axes (its pod is {'x'.join(map(str, pod))}), got shape {shape}")
-    for name, n, full in zip(AXIS_NAMES, shape, pod):
-        if n > full:
-            raise InvalidValueError(
-                f"axis {name} of a {spec.name} slice can have at most {full} chips (the pod is "
-                f"{'x'.join(map(str, pod))}), got {n}"
-            )
-    cube = spec.wraparound_cube
-    if cube:  # optical switches close the rings of any slice made of whole cubes
-        whole_cubes = all(n % cube == 0 for n in shape)
-        can_wrap = tuple(whole_cubes and n > 2 for n in shape)
-    else:
-        can_wrap = tuple(n == full and n > 2 for n, full in zip(shape, pod))
+        raise InvalidValueError(f"`chip` must be a TPU for a slice, got {spec.name} ({spec.family}); "
+                                f"use gpu_cluster for GPUs")
+    pod = spec.require("pod_shape", "a TPU slice")
+    dims = _shape(shape)
     if wraparound is None:
-        wrap = can_wrap
+        wrap = _can_wrap(spec, dims) if len(dims) == len(pod) else (False,) * len(dims)
+    elif isinstance(wraparound, (bool, np.bool_)):
+        wrap = (bool(wraparound),) * len(dims)
     else:
-        scalar = isinstance(wraparound, (bool, np.bool_))
-        wrap = (bool(wraparound),) * len(shape) if scalar else tuple(bool(w) for w in wraparound)
-        if len(wrap) != len(shape):
-            raise InvalidValueError(f"`wraparound` needs one bool per axis ({len(shape)}), got {wraparound!r}")
-        for name, w, ok, n, full in zip(AXIS_NAMES, wrap, can_wrap, shape, pod):
-            if w and not ok:
-                need = (f"a slice of whole {cube}x{cube}x{cube} cubes (every axis a multiple of {cube}), "
-                        f"got {'x'.join(map(str, shape))}" if cube else f"the full axis of {full}")
-                raise InvalidValueError(f"axis {name} of {n} chips cannot wrap around: wraparound needs {need}")
-    return TpuSlice(spec, shape, wrap)
+        wrap = wraparound
+    return TpuSlice(spec, dims, wrap)
 
 
-def tpu_pod(chip: str | ChipSpec) -> TpuSlice:
-    """The whole pod of `chip`: ``tpu_pod("tpu-v5p").num_chips == 8960``. Chapter 2."""
+def tpu_pod(chip) -> TpuSlice:
+    """The whole pod of a TPU `chip`, with the pod's wraparound.
+
+    Returns:
+        A :class:`TpuSlice`.
+
+    Chapter:
+        2 (TPUs)
+
+    Example:
+        >>> tpu_pod("tpu-v5p").num_chips
+        8960
+    """
     spec = _chip(chip)
     if spec.family != "tpu":
         raise InvalidValueError(f"`chip` must be a TPU for a pod, got {spec.name} ({spec.family})")
-    return tpu_slice(spec, spec.pod_shape)
+    return tpu_slice(spec.require("pod_shape", "a TPU pod"), spec)
 
 
 # --- GPUs ---------------------------------------------------------------------
@@ -276,6 +471,13 @@ class GpuCluster(_Totals):
     A100/H100/H200/B200 servers, 72 for GB200 NVL72. The fat tree is non-blocking
     (as in NVIDIA's SuperPOD designs) unless `oversubscription` > 1, which divides
     the bandwidth leaving each leaf switch upwards.
+
+    Chapter:
+        12 (GPUs)
+
+    Example:
+        >>> GpuCluster(chip("h100"), 4)
+        GpuCluster(h100, 4 node(s) x 8 GPUs = 32 GPUs)
     """
 
     spec: ChipSpec
@@ -283,6 +485,27 @@ class GpuCluster(_Totals):
     switch_ports: int = IB_SWITCH_PORTS
     port_bytes_per_s: float = IB_PORT_BYTES_PER_S
     oversubscription: float = 1.0
+
+    def __post_init__(self):
+        spec = _chip(self.spec, arg="spec")
+        if spec.family != "gpu":
+            raise InvalidValueError(f"`chip` must be a GPU for a GPU cluster, got {spec.name} ({spec.family}); "
+                                    f"use tpu_slice for TPUs")
+        spec.require("scale_up_domain", "a GPU cluster")
+        spec.require("scale_up_bytes_per_s_per_gpu", "a GPU cluster")
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        set_("spec", spec)
+        set_("num_nodes", count("num_nodes", self.num_nodes))
+        ports = count("switch_ports", self.switch_ports, minimum=4)
+        if ports % 2:
+            raise InvalidValueError(f"`switch_ports` must be even (half the ports face down, half up), got {ports}")
+        set_("switch_ports", ports)
+        set_("port_bytes_per_s", positive("port_bytes_per_s", self.port_bytes_per_s))
+        set_("oversubscription", number("oversubscription", self.oversubscription, at_least=1))
+        if np.ndim(self.port_bytes_per_s) or np.ndim(self.oversubscription):
+            raise InvalidValueError("`port_bytes_per_s` and `oversubscription` must be single numbers")
+        if self.num_nodes > 1:
+            spec.require("scale_out_bytes_per_s_per_node", "a GPU cluster of several nodes")
 
     def __repr__(self) -> str:
         return f"GpuCluster({self.spec.name}, {self.num_nodes} node(s) x {self.gpus_per_node} GPUs = {self.num_gpus} GPUs)"
@@ -301,15 +524,13 @@ class GpuCluster(_Totals):
 
     @property
     def nvlink_bytes_per_s_per_gpu(self) -> float:
-        """NVLink bandwidth of one GPU into its NVSwitch domain, one direction."""
+        """NVLink bandwidth of one GPU into its NVSwitch domain, one direction (B/s)."""
         return self.spec.scale_up_bytes_per_s_per_gpu
 
     @property
     def node_egress_bytes_per_s(self) -> float:
-        """InfiniBand bandwidth out of one node, one direction."""
-        if self.spec.scale_out_bytes_per_s_per_node is None:
-            raise InvalidValueError(f"{self.spec.name} has no published scale-out (node egress) bandwidth")
-        return self.spec.scale_out_bytes_per_s_per_node
+        """InfiniBand bandwidth out of one node, one direction (B/s)."""
+        return self.spec.require("scale_out_bytes_per_s_per_node", "the node egress")
 
     @property
     def ports_per_node(self) -> int:
@@ -327,11 +548,14 @@ class GpuCluster(_Totals):
     @property
     def levels(self) -> int:
         """Switch levels of the fat tree: 0 for one node, else the fewest levels L with
-        2·(k/2)^L ≥ node ports (k ports per switch)."""
+        2·(k/2)^L ≥ node ports (k ports per switch), and at least 2 once the ports outgrow one switch."""
         if self.num_nodes == 1:
             return 0
         ports, half = self.num_nodes * self.ports_per_node, self.switch_ports // 2
-        levels = 1
+        levels = 1 if ports <= 2 * half else math.ceil(math.log(ports / 2) / math.log(half))
+        # Correct the logarithm's rounding in either direction: one step at most.
+        while levels > 1 and 2 * half ** (levels - 1) >= ports:
+            levels -= 1
         while 2 * half**levels < ports:
             levels += 1
         return max(levels, 2) if ports > self.switch_ports else levels
@@ -353,44 +577,86 @@ class GpuCluster(_Totals):
         middle = math.ceil(ports / (self.switch_ports // 2)) * (self.levels - 2)
         return top + middle
 
-    def egress_bytes_per_s_per_node(self, level: str = "spine") -> float:
-        """Bandwidth per node, one direction, through the `level` ("leaf" or "spine") of the tree."""
-        if level not in ("leaf", "spine"):
-            raise InvalidValueError(f"`level` must be 'leaf' or 'spine', got {level!r}")
-        egress = self.node_egress_bytes_per_s
-        return egress if level == "leaf" else egress / self.oversubscription
+    @derivable
+    def egress_bytes_per_s_per_node(self, *, level="spine"):
+        """Bandwidth per node, one direction, through the `level` ("leaf" or "spine") of the tree.
 
-    @property
-    def bisection_bytes_per_s(self) -> float:
-        """Bandwidth across the worst cut into two halves, both directions: inside one node
-        the NVSwitches give every GPU its full NVLink bandwidth; across nodes the
-        non-blocking tree gives every node its egress (divided by the oversubscription)."""
+        Formula:
+            W_node = node egress (leaf); node egress / oversubscription (spine)
+
+        Returns:
+            B/s.
+
+        Chapter:
+            12 (GPUs)
+
+        Example:
+            >>> fmt(gpu_cluster(4, "h100", oversubscription=2).egress_bytes_per_s_per_node(), "B/s")
+            '200 GB/s'
+        """
+        if level not in ("leaf", "spine"):
+            raise InvalidValueError(f"`level` must be 'leaf' or 'spine', got {shown(level)}")
+        egress = self.node_egress_bytes_per_s
+        if level == "leaf":
+            return Derivation("W_node(leaf)", "node egress", "", egress, "B/s")
+        return Derivation("W_node(spine)", "node egress / oversubscription",
+                          lambda: f"{q(egress, 'B/s')} / {q(self.oversubscription)}", egress / self.oversubscription, "B/s")
+
+    @derivable
+    def bisection_bytes_per_s(self):
+        """Bandwidth across the worst cut into two halves, both directions.
+
+        Inside one node the NVSwitches give every GPU its full NVLink bandwidth;
+        across nodes the non-blocking tree gives every node its egress (divided by
+        the oversubscription).
+
+        Formula:
+            GPUs · W_gpu in one node; nodes · W_node across nodes
+
+        Returns:
+            B/s.
+
+        Chapter:
+            12 (GPUs)
+
+        Example:
+            >>> fmt(gpu_cluster(32, "h100").bisection_bytes_per_s(), "B/s")
+            '12.8 TB/s'
+        """
         if self.num_nodes == 1:
-            return self.gpus_per_node * self.nvlink_bytes_per_s_per_gpu
-        return self.num_nodes * self.egress_bytes_per_s_per_node("spine")
+            W = self.nvlink_bytes_per_s_per_gpu
+            return Derivation("W_bisection", "GPUs · W_gpu", lambda: f"{self.gpus_per_node} · {q(W, 'B/s')}",
+                              self.gpus_per_node * W, "B/s")
+        W = explain(self.egress_bytes_per_s_per_node, level="spine")
+        return Derivation("W_bisection", "nodes · W_node", lambda: f"{self.num_nodes} · {q(W.value, 'B/s')}",
+                          self.num_nodes * W.value, "B/s", (W,))
 
     def summary(self) -> str:
-        return (f"{self!r}: {fmt(self.total_flops_per_s(), 'FLOP/s')} bf16, {fmt(self.total_hbm_bytes, 'B')} HBM, "
+        """One line: size, peak FLOP/s, HBM, switches, bisection bandwidth."""
+        return (f"{self!r}: {fmt(self.total_flops_per_s(), 'FLOP/s')} bf16, {fmt(self.total_hbm_bytes(), 'B')} HBM, "
                 f"{self.num_leaf_switches} leaf and {self.num_spine_switches} spine switches, "
-                f"bisection {fmt(self.bisection_bytes_per_s, 'B/s')}")
+                f"bisection {fmt(self.bisection_bytes_per_s(), 'B/s')}")
 
 
-def gpu_cluster(chip: str | ChipSpec, num_nodes: int = 1, *, switch_ports: int = IB_SWITCH_PORTS,
-                port_bytes_per_s: float = IB_PORT_BYTES_PER_S, oversubscription: float = 1.0) -> GpuCluster:
-    """`num_nodes` GPU nodes of `chip` joined by an InfiniBand fat tree. Chapter 12.
+def gpu_cluster(num_nodes, chip, *, switch_ports=IB_SWITCH_PORTS, port_bytes_per_s=IB_PORT_BYTES_PER_S,
+                oversubscription=1.0) -> GpuCluster:
+    """`num_nodes` GPU nodes of `chip` joined by an InfiniBand fat tree.
 
-    >>> gpu_cluster("h100", 32)   # one scalable unit of a DGX H100 SuperPOD
-    GpuCluster(h100, 32 node(s) x 8 GPUs = 256 GPUs)
+    Args:
+        num_nodes: nodes (scale-up domains: 8 GPUs, or 72 for GB200 NVL72), >= 1.
+        chip: a GPU name or ChipSpec.
+        switch_ports: ports per InfiniBand switch (even, >= 4; 64 for Quantum-2).
+        port_bytes_per_s: bandwidth of one port, one direction (B/s).
+        oversubscription: >= 1; 1 is a non-blocking tree.
+
+    Returns:
+        A :class:`GpuCluster`.
+
+    Chapter:
+        12 (GPUs)
+
+    Example:
+        >>> gpu_cluster(32, "h100")   # one scalable unit of a DGX H100 SuperPOD
+        GpuCluster(h100, 32 node(s) x 8 GPUs = 256 GPUs)
     """
-    spec = _chip(chip)
-    if spec.family != "gpu":
-        raise InvalidValueError(f"`chip` must be a GPU for a GPU cluster, got {spec.name} ({spec.family}); use tpu_slice for TPUs")
-    if spec.scale_up_domain is None:
-        raise InvalidValueError(f"{spec.name} has no published NVLink domain; known for: "
-                                f"{', '.join(n for n in ('a100', 'h100', 'h200', 'b200', 'gb200-nvl72'))}")
-    if not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
-        raise InvalidValueError(f"`num_nodes` must be a whole number >= 1, got {num_nodes!r}")
-    require_positive(switch_ports=switch_ports, port_bytes_per_s=port_bytes_per_s)
-    if oversubscription < 1:
-        raise InvalidValueError(f"`oversubscription` must be >= 1 (1 means non-blocking), got {oversubscription!r}")
-    return GpuCluster(spec, int(num_nodes), int(switch_ports), float(port_bytes_per_s), float(oversubscription))
+    return GpuCluster(_chip(chip), num_nodes, switch_ports, port_bytes_per_s, oversubscription)
