@@ -119,9 +119,16 @@ def _load_chapter(chapter: int) -> None:
             raise
 
 
+def _exercise_id(exercise_id) -> str:
+    if not isinstance(exercise_id, str):
+        hint = " (a float drops trailing zeros: 1.10 reads as 1.1)" if isinstance(exercise_id, float) else ""
+        raise InvalidValueError(f"`exercise_id` must be a string such as '1.10', got {exercise_id!r}{hint}")
+    return exercise_id.strip()
+
+
 def get_exercise(exercise_id: str) -> Exercise:
     """The registered exercise `exercise_id` (``"1.3"``)."""
-    exercise_id = str(exercise_id)
+    exercise_id = _exercise_id(exercise_id)
     chapter = exercise_id.split(".")[0]
     if chapter.isdigit():
         _load_chapter(int(chapter))
@@ -132,6 +139,8 @@ def get_exercise(exercise_id: str) -> Exercise:
 
 def exercises(chapter: int | None = None) -> tuple[str, ...]:
     """Ids of the registered exercises, of one `chapter` or of every chapter that has any."""
+    if chapter is not None and (isinstance(chapter, bool) or not isinstance(chapter, int) or not 1 <= chapter <= 12):
+        raise InvalidValueError(f"`chapter` must be a chapter number from 1 to 12, got {chapter!r}")
     for c in [chapter] if chapter is not None else range(1, 13):
         _load_chapter(c)
     ids = [i for i in _REGISTRY if chapter is None or i.split(".")[0] == str(chapter)]
@@ -165,7 +174,9 @@ def _ratio_text(ratio: float) -> str:
 def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
     eid, unit = exercise.id, exercise.unit
     try:
-        if isinstance(answer, (str, bytes)):  # numpy would read "1e3" as a number
+        # numpy would read "1e3" as a number and True as 1
+        if isinstance(answer, (str, bytes, bool, np.bool_)) or (
+                isinstance(answer, np.ndarray) and answer.dtype.kind == "b"):
             raise TypeError(answer)
         got = np.asarray(answer, dtype=float)
     except (TypeError, ValueError, OverflowError):

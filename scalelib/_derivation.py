@@ -95,8 +95,9 @@ def plain(x):
 
 
 def _signature_text(fn, sig: inspect.Signature) -> str:
-    params = [p for p in sig.parameters.values() if p.name != "self"]
-    return f"{fn.__name__}({', '.join(str(p) for p in params)})".replace("'", "'")
+    """``name(chip, *, dtype='bf16', bandwidth='hbm')``: the signature without annotations or `self`."""
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values() if p.name != "self"]
+    return f"{fn.__name__}{inspect.Signature(params)}"
 
 
 def _run(public, impl, sig: inspect.Signature, args, kwargs, allow_inf: bool) -> Derivation:

@@ -362,7 +362,7 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
     return ax
 
 
-def draw_fat_tree(cluster: GpuCluster, *, ax=None):
+def draw_fat_tree(topology: GpuCluster, *, ax=None):
     """The InfiniBand fat tree of a GPU cluster: nodes, leaf switches, spine switches. Chapter 12.
 
     Each level is a row of boxes (gids ``"node"``, ``"leaf"``, ``"spine"``) with its
@@ -373,7 +373,7 @@ def draw_fat_tree(cluster: GpuCluster, *, ax=None):
     through the spine.
 
     Args:
-        cluster: a :class:`GpuCluster` (from :func:`gpu_cluster`).
+        topology: a :class:`GpuCluster` (from :func:`gpu_cluster`).
         ax: a matplotlib Axes to draw on; a new figure when None.
 
     Returns:
@@ -381,14 +381,14 @@ def draw_fat_tree(cluster: GpuCluster, *, ax=None):
     """
     from matplotlib.collections import LineCollection
 
-    if not isinstance(cluster, GpuCluster):
-        hint = "; use draw_torus for a TpuSlice" if isinstance(cluster, TpuSlice) else ""
-        raise InvalidValueError(f"`cluster` must be a GpuCluster (from gpu_cluster), got {cluster!r}{hint}")
+    if not isinstance(topology, GpuCluster):
+        hint = "; use draw_torus for a TpuSlice" if isinstance(topology, TpuSlice) else ""
+        raise InvalidValueError(f"`topology` must be a GpuCluster (from gpu_cluster), got {topology!r}{hint}")
     ax = _axes(ax, figsize=(8, 4.4))
     W, height = 12.0, 0.55
-    n_su = cluster.num_scalable_units
-    levels = [("node", cluster.num_nodes, 0.0), ("leaf", cluster.num_leaf_switches, 2.4),
-              ("spine", cluster.num_spine_switches, 4.6)]
+    n_su = topology.num_scalable_units
+    levels = [("node", topology.num_nodes, 0.0), ("leaf", topology.num_leaf_switches, 2.4),
+              ("spine", topology.num_spine_switches, 4.6)]
     centres = {}
     for gid, count, y in levels:
         if count == 0:
@@ -406,12 +406,12 @@ def draw_fat_tree(cluster: GpuCluster, *, ax=None):
             _box(ax, x, y, step * 0.8, height, str(i), color=colour, gid=gid, fontsize=7 if count < 100 else 6)
             centres[gid][i] = (x + step * 0.4, y)
 
-    per_su_leaves = math.ceil(cluster.num_leaf_switches / n_su) if cluster.num_leaf_switches else 0
+    per_su_leaves = math.ceil(topology.num_leaf_switches / n_su) if topology.num_leaf_switches else 0
     up, down = [], []
     for n, (nx, ny) in centres.get("node", {}).items():
-        su = n // cluster.nodes_per_scalable_unit
+        su = n // topology.nodes_per_scalable_unit
         for leaf, (lx, ly) in centres.get("leaf", {}).items():
-            if cluster.levels == 1 or leaf // per_su_leaves == su:
+            if topology.levels == 1 or leaf // per_su_leaves == su:
                 down.append([(nx, ny + height), (lx, ly)])
     for (lx, ly) in centres.get("leaf", {}).values():
         for (sx, sy) in centres.get("spine", {}).values():
@@ -420,31 +420,31 @@ def draw_fat_tree(cluster: GpuCluster, *, ax=None):
     ax.add_collection(LineCollection(up, colors="#C0392B", linewidths=0.5, alpha=0.5, zorder=0, gid="spine-links"))
 
     label = dict(fontsize=8, va="center", ha="left")
-    nodes_text = f"{cluster.num_nodes} node{'s' if cluster.num_nodes > 1 else ''} × {cluster.gpus_per_node} GPUs"
+    nodes_text = f"{topology.num_nodes} node{'s' if topology.num_nodes > 1 else ''} × {topology.gpus_per_node} GPUs"
     if n_su > 1:
-        nodes_text += f"\n({n_su} scalable units of {cluster.nodes_per_scalable_unit})"
+        nodes_text += f"\n({n_su} scalable units of {topology.nodes_per_scalable_unit})"
     ax.text(W + 0.3, height / 2, nodes_text, **label)
-    egress = fmt(cluster.node_egress_bytes_per_s, "B/s")
-    if cluster.levels == 0:
+    egress = fmt(topology.node_egress_bytes_per_s, "B/s")
+    if topology.levels == 0:
         ax.text(W / 2, 2.0, "one node: no InfiniBand switches\n(its GPUs talk over NVLink)", ha="center", fontsize=9)
         top = 3.0
     else:
-        ax.text(W + 0.3, 2.4 + height / 2, f"{cluster.num_leaf_switches} leaf switch"
-                f"{'es' if cluster.num_leaf_switches > 1 else ''}", **label)
-        ax.text(W + 0.3, 1.45, f"{cluster.ports_per_node} ports × {fmt(cluster.port_bytes_per_s, 'B/s')}\n"
+        ax.text(W + 0.3, 2.4 + height / 2, f"{topology.num_leaf_switches} leaf switch"
+                f"{'es' if topology.num_leaf_switches > 1 else ''}", **label)
+        ax.text(W + 0.3, 1.45, f"{topology.ports_per_node} ports × {fmt(topology.port_bytes_per_s, 'B/s')}\n"
                 f"= egress {egress} per node", **label)
         top = 2.4 + height
-    if cluster.levels >= 2:
-        spine_text = f"{cluster.num_spine_switches} spine switches"
-        if cluster.levels > 2:
-            spine_text = f"{cluster.num_spine_switches} spine + core switches\n({cluster.levels}-level tree, drawn as one level)"
+    if topology.levels >= 2:
+        spine_text = f"{topology.num_spine_switches} spine switches"
+        if topology.levels > 2:
+            spine_text = f"{topology.num_spine_switches} spine + core switches\n({topology.levels}-level tree, drawn as one level)"
         ax.text(W + 0.3, 4.6 + height / 2, spine_text, **label)
-        through = fmt(cluster.egress_bytes_per_s_per_node(level="spine"), "B/s")
-        kind = "non-blocking" if cluster.oversubscription == 1 else f"{fmt(cluster.oversubscription)}:1 oversubscribed"
+        through = fmt(topology.egress_bytes_per_s_per_node(level="spine"), "B/s")
+        kind = "non-blocking" if topology.oversubscription == 1 else f"{fmt(topology.oversubscription)}:1 oversubscribed"
         ax.text(W + 0.3, 3.75, f"{kind}: {through}\nper node through the spine", **label)
         top = 4.6 + height
-    title = (f"{cluster.spec.name} cluster: {cluster.num_nodes} node{'s' if cluster.num_nodes > 1 else ''}, "
-             f"{cluster.num_gpus} GPUs, {cluster.levels}-level InfiniBand fat tree")
+    title = (f"{topology.spec.name} topology: {topology.num_nodes} node{'s' if topology.num_nodes > 1 else ''}, "
+             f"{topology.num_gpus} GPUs, {topology.levels}-level InfiniBand fat tree")
     _schematic(ax, (-0.2, W + 4.4), (-0.4, top + 0.3), title)
     return ax
 

@@ -19,6 +19,8 @@ from ._validate import count, counts, positive
 _JNP_DTYPES = {"f32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 #: The most memory a measurement may allocate (bytes), so that a typo cannot exhaust the machine.
 MAX_MEASURE_BYTES = 4 * 2**30
+#: The most timed runs a measurement makes.
+MAX_REPEATS = 1000
 
 
 def _best_time(fn, *args, repeats: int) -> float:
@@ -29,6 +31,13 @@ def _best_time(fn, *args, repeats: int) -> float:
         fn(*args).block_until_ready()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def _repeats(repeats) -> int:
+    repeats = count("repeats", repeats)
+    if repeats > MAX_REPEATS:
+        raise InvalidValueError(f"`repeats` must be at most {MAX_REPEATS}, got {repeats}")
+    return repeats
 
 
 def _cap(arg: str, nbytes: float) -> None:
@@ -60,7 +69,7 @@ def measure_matmul_time_s(B, D, F, *, dtype="f32", repeats=5):
         True
     """
     B, D, F = count("B", B), count("D", D), count("F", F)
-    repeats = count("repeats", repeats)
+    repeats = _repeats(repeats)
     name = dtype_name(dtype)
     if name not in _JNP_DTYPES:
         raise unknown("dtype for a measured matmul", name, _JNP_DTYPES, arg="dtype")
@@ -102,7 +111,7 @@ def measure_copy_time_s(nbytes, *, repeats=5):
         True
     """
     nbytes = positive("nbytes", nbytes, at_least=4)
-    repeats = count("repeats", repeats)
+    repeats = _repeats(repeats)
     _cap("nbytes", 2 * nbytes)
     import jax
     import jax.numpy as jnp
@@ -147,7 +156,7 @@ def measure_machine(*, matmul_sizes=(1024, 2048), nbytes=2**29, repeats=5) -> Ch
     """
     sizes = counts("matmul_sizes", matmul_sizes)
     nbytes = positive("nbytes", nbytes, at_least=4)
-    repeats = count("repeats", repeats)
+    repeats = _repeats(repeats)
     for n in sizes:
         _cap("matmul_sizes", 3 * n * n * 4)
     _cap("nbytes", 2 * nbytes)

@@ -91,7 +91,8 @@ def dtype_name(dtype, *, arg: str = "dtype") -> str:
         key = DTYPE_ALIASES.get(key, key)
         if key in DTYPES:
             return key
-    raise unknown("dtype", dtype if isinstance(dtype, str) else shown(dtype), DTYPES, arg=arg, extra=DTYPE_ALIASES)
+    raise unknown("dtype", dtype if isinstance(dtype, str) else (key or shown(dtype)), DTYPES, arg=arg,
+                  extra=DTYPE_ALIASES)
 
 
 @derivable
@@ -186,7 +187,7 @@ class ChipSpec:
             if not isinstance(value, str) or not value.strip():
                 raise InvalidValueError(f"ChipSpec `{key}` must be a non-empty string, got {shown(value)}")
         set_("name", self.name.strip().lower())
-        if self.family not in FAMILIES:
+        if not isinstance(self.family, str) or self.family not in FAMILIES:
             raise unknown("chip family", self.family, FAMILIES, arg="family")
         for key in _FLOAT_FIELDS:
             value = getattr(self, key)
@@ -246,7 +247,7 @@ class ChipSpec:
             raise unknown("ChipSpec field", field_name, names, arg="field_name")
         return self.sources.get(field_name, self.source)
 
-    def require(self, field_name: str, purpose: str):
+    def _require(self, field_name: str, purpose: str):
         """The figure `field_name`, or an error saying that `purpose` needs it and this chip has none."""
         value = getattr(self, field_name)
         if value is None:

@@ -147,7 +147,7 @@ def _search(M, N, K, chip, dtype, sizes, k_steps, stages) -> tuple[list[Tile], d
     smem_limit, registers = spec.fast_mem_bytes_per_core, spec.registers_bytes_per_core or math.inf
     SMs = spec.cores
     C_sm = spec.peak_flops_per_s(dtype=dtype) / SMs
-    W = spec.require("hbm_bytes_per_s", "a tile search")
+    W = spec._require("hbm_bytes_per_s", "a tile search")
     b = bytes_per_value(dtype)
     # A tile taller (wider) than the smallest grid size covering M (N) only pads with zeros.
     max_bm = min([t for t in sizes if t >= M] or [max(sizes)])

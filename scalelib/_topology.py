@@ -74,7 +74,7 @@ class _Totals:
             >>> fmt(tpu_pod("tpu-v5e").total_hbm_bytes(), "B")
             '4.1 TB'
         """
-        per_chip = self.spec.require("hbm_bytes", "the total HBM")
+        per_chip = self.spec._require("hbm_bytes", "the total HBM")
         return Derivation("HBM_total", "chips · HBM per chip", lambda: f"{self.num_chips} · {q(per_chip, 'B')}",
                           self.num_chips * per_chip, "B")
 
@@ -95,7 +95,7 @@ class _Totals:
             >>> fmt(tpu_slice((4, 4), "tpu-v5e").total_hbm_bytes_per_s(), "B/s")
             '13.1 TB/s'
         """
-        W = self.spec.require("hbm_bytes_per_s", "the total HBM bandwidth")
+        W = self.spec._require("hbm_bytes_per_s", "the total HBM bandwidth")
         return Derivation("W_hbm_total", "chips · W_hbm", lambda: f"{self.num_chips} · {q(W, 'B/s')}",
                           self.num_chips * W, "B/s")
 
@@ -137,11 +137,11 @@ class TpuSlice(_Totals):
         if spec.family != "tpu":
             raise InvalidValueError(f"`chip` must be a TPU for a slice, got {spec.name} ({spec.family}); "
                                     f"use gpu_cluster for GPUs")
-        pod = spec.require("pod_shape", "a TPU slice")
+        pod = spec._require("pod_shape", "a TPU slice")
         shape = _shape(self.shape)
         if len(shape) != len(pod):
             raise InvalidValueError(f"`shape`: a {spec.name} slice has {len(pod)} axes (its pod is "
-                                    f"{'x'.join(map(str, pod))}), got {shape}")
+                                    f"{'x'.join(map(str, pod))}), got shape {shape}")
         for name, n, full in zip(AXIS_NAMES, shape, pod):
             if n > full:
                 raise InvalidValueError(f"`shape`: axis {name} of a {spec.name} slice can have at most {full} chips "
@@ -182,7 +182,7 @@ class TpuSlice(_Totals):
     @property
     def num_hosts(self) -> int:
         """Hosts (CPU machines) driving the slice; a slice smaller than a host still needs one."""
-        host = self.spec.require("host_shape", "the number of hosts")
+        host = self.spec._require("host_shape", "the number of hosts")
         return max(1, math.ceil(self.num_chips / math.prod(host)))
 
     def axes(self, axes=None) -> tuple[str, ...]:
@@ -219,8 +219,8 @@ class TpuSlice(_Totals):
         if self.shape[i] == 1:
             return 0.0
         if self.wraparound[i]:
-            return self.spec.require("ici_link_bytes_per_s_bidirectional", "a collective on a torus")
-        return self.spec.require("ici_link_bytes_per_s_one_way", "a collective on a mesh")
+            return self.spec._require("ici_link_bytes_per_s_bidirectional", "a collective on a torus")
+        return self.spec._require("ici_link_bytes_per_s_one_way", "a collective on a mesh")
 
     # --- routing -------------------------------------------------------------
     def _coords(self, name: str, coords) -> tuple[int, ...]:
@@ -321,7 +321,7 @@ class TpuSlice(_Totals):
         if np.ndim(latency):
             raise InvalidValueError(f"`hop_latency_s` must be a single number, got {shown(hop_latency_s)}")
         h = explain(self.hops, a, b).value
-        W = self.spec.require("ici_link_bytes_per_s_one_way", "a point-to-point transfer")
+        W = self.spec._require("ici_link_bytes_per_s_one_way", "a point-to-point transfer")
         value = plain(h * latency + np.asarray(N) / W if h else 0.0 * np.asarray(N))
         return Derivation("T_p2p", "hops · T_hop + nbytes / W_link",
                           lambda: f"{h} · {q(latency, 's')} + {q(nbytes, 'B')} / {q(W, 'B/s')}", value, "s")
@@ -343,7 +343,7 @@ class TpuSlice(_Totals):
             >>> fmt(tpu_pod("tpu-v5e").bisection_bytes_per_s(), "B/s")
             '2.88 TB/s'
         """
-        W = self.spec.require("ici_link_bytes_per_s_bidirectional", "the bisection bandwidth")
+        W = self.spec._require("ici_link_bytes_per_s_bidirectional", "the bisection bandwidth")
         best, text = math.inf, ""
         for name, n, wrap in zip(self.axis_names, self.shape, self.wraparound):
             if n == 1:
@@ -372,7 +372,7 @@ class TpuSlice(_Totals):
             >>> fmt(tpu_pod("tpu-v5e").dcn_bytes_per_s(), "B/s")
             '800 GB/s'
         """
-        per_chip = self.spec.require("dcn_bytes_per_s_per_chip", "the DCN bandwidth of a slice")
+        per_chip = self.spec._require("dcn_bytes_per_s_per_chip", "the DCN bandwidth of a slice")
         return Derivation("W_dcn", "chips · W_dcn per chip", lambda: f"{self.num_chips} · {q(per_chip, 'B/s')}",
                           self.num_chips * per_chip, "B/s")
 
@@ -421,7 +421,7 @@ def tpu_slice(shape, chip, *, wraparound=None) -> TpuSlice:
     if spec.family != "tpu":
         raise InvalidValueError(f"`chip` must be a TPU for a slice, got {spec.name} ({spec.family}); "
                                 f"use gpu_cluster for GPUs")
-    pod = spec.require("pod_shape", "a TPU slice")
+    pod = spec._require("pod_shape", "a TPU slice")
     dims = _shape(shape)
     if wraparound is None:
         wrap = _can_wrap(spec, dims) if len(dims) == len(pod) else (False,) * len(dims)
@@ -448,7 +448,7 @@ def tpu_pod(chip) -> TpuSlice:
     spec = _chip(chip)
     if spec.family != "tpu":
         raise InvalidValueError(f"`chip` must be a TPU for a pod, got {spec.name} ({spec.family})")
-    return tpu_slice(spec.require("pod_shape", "a TPU pod"), spec)
+    return tpu_slice(spec._require("pod_shape", "a TPU pod"), spec)
 
 
 # --- GPUs ---------------------------------------------------------------------
@@ -491,8 +491,8 @@ class GpuCluster(_Totals):
         if spec.family != "gpu":
             raise InvalidValueError(f"`chip` must be a GPU for a GPU cluster, got {spec.name} ({spec.family}); "
                                     f"use tpu_slice for TPUs")
-        spec.require("scale_up_domain", "a GPU cluster")
-        spec.require("scale_up_bytes_per_s_per_gpu", "a GPU cluster")
+        spec._require("scale_up_domain", "a GPU cluster")
+        spec._require("scale_up_bytes_per_s_per_gpu", "a GPU cluster")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         set_("spec", spec)
         set_("num_nodes", count("num_nodes", self.num_nodes))
@@ -505,7 +505,7 @@ class GpuCluster(_Totals):
         if np.ndim(self.port_bytes_per_s) or np.ndim(self.oversubscription):
             raise InvalidValueError("`port_bytes_per_s` and `oversubscription` must be single numbers")
         if self.num_nodes > 1:
-            spec.require("scale_out_bytes_per_s_per_node", "a GPU cluster of several nodes")
+            spec._require("scale_out_bytes_per_s_per_node", "a GPU cluster of several nodes")
 
     def __repr__(self) -> str:
         return f"GpuCluster({self.spec.name}, {self.num_nodes} node(s) x {self.gpus_per_node} GPUs = {self.num_gpus} GPUs)"
@@ -530,7 +530,7 @@ class GpuCluster(_Totals):
     @property
     def node_egress_bytes_per_s(self) -> float:
         """InfiniBand bandwidth out of one node, one direction (B/s)."""
-        return self.spec.require("scale_out_bytes_per_s_per_node", "the node egress")
+        return self.spec._require("scale_out_bytes_per_s_per_node", "the node egress")
 
     @property
     def ports_per_node(self) -> int:
@@ -594,7 +594,7 @@ class GpuCluster(_Totals):
             >>> fmt(gpu_cluster(4, "h100", oversubscription=2).egress_bytes_per_s_per_node(), "B/s")
             '200 GB/s'
         """
-        if level not in ("leaf", "spine"):
+        if not isinstance(level, str) or level not in ("leaf", "spine"):
             raise InvalidValueError(f"`level` must be 'leaf' or 'spine', got {shown(level)}")
         egress = self.node_egress_bytes_per_s
         if level == "leaf":

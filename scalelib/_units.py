@@ -73,16 +73,36 @@ def fmt(value, unit: str = "", *, sig: int = 3, binary: bool = False) -> str:
     minutes, hours, days or years; FLOPs and FLOP/s read in scientific notation
     (``1.97e14 FLOP/s``); anything else is a plain number followed by its unit.
     Whole numbers below 10,000 that take no prefix print exactly (``8192``).
-    Arrays are formatted element by element.
+    Arrays are formatted element by element. Every number scalelib prints goes through it.
 
-    >>> fmt(1.3899e-3, "s")
-    '1.39 ms'
-    >>> fmt(1.97e14, "FLOP/s")
-    '1.97e14 FLOP/s'
-    >>> fmt(163840, "B", binary=True)
-    '160 KiB'
+    Returns:
+        the text (str).
+
+    Chapter:
+        1 (Rooflines)
+
+    Example:
+        >>> fmt(1.3899e-3, "s")
+        '1.39 ms'
+        >>> fmt(1.97e14, "FLOP/s")
+        '1.97e14 FLOP/s'
+        >>> fmt(163840, "B", binary=True)
+        '160 KiB'
     """
-    arr = np.asarray(value)
+    from ._errors import InvalidValueError
+
+    if isinstance(value, (str, bytes)) or value is None:
+        raise InvalidValueError(f"`value` must be a number or an array of numbers, got {value!r}")
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidValueError(f"`value` must be a number or an array of numbers, got {value!r}") from None
+    if not isinstance(unit, str):
+        raise InvalidValueError(f"`unit` must be a string such as 's' or 'B/s', got {unit!r}")
+    if isinstance(sig, bool) or not isinstance(sig, (int, np.integer)) or not 1 <= sig <= 17:
+        raise InvalidValueError(f"`sig` must be a whole number of significant digits from 1 to 17, got {sig!r}")
+    if not isinstance(binary, (bool, np.bool_)):
+        raise InvalidValueError(f"`binary` must be True or False, got {binary!r}")
     if arr.ndim > 0:
         return "[" + ", ".join(fmt(v, unit, sig=sig, binary=binary) for v in arr.ravel()) + "]"
     x = float(arr)

@@ -86,10 +86,10 @@ def nonnegative(arg: str, value, **kw):
 
 def count(arg: str, value, *, minimum: int = 1) -> int:
     """`value` as an int, checked to be a single whole number >= `minimum`."""
-    if isinstance(value, np.ndarray) and value.ndim > 0:
+    if isinstance(value, (list, tuple, np.ndarray)):
         raise _refuse(arg, f"a single whole number >= {minimum}", value)
     x = number(arg, value, integer=True)
-    if x < minimum:
+    if np.ndim(x) or x < minimum:
         raise _refuse(arg, f"a whole number >= {minimum}", value)
     return int(x)
 

@@ -221,3 +221,37 @@ def test_check_in_ipython_displays_the_verdict_as_json(monkeypatch):
     assert shown == [(({"text/plain": v.message},), {"metadata": {VERDICT_KEY: v.to_json()}, "raw": True})]
     assert v.to_json() == {"exercise": "99.1", "status": "incorrect", "message": v.message, "rel_error": 7.0,
                            "diagnosis": f"{COMMON_MISTAKES[8.0]} (your answer is too large by that factor)"}
+
+
+# ---------------------------------------------------------------------------
+# what the checker refuses to guess
+
+
+def test_an_exercise_id_must_be_a_string():
+    # 1.10 as a float is 1.1: the checker must not grade exercise 1.1 instead.
+    with pytest.raises(sl.InvalidValueError, match=r"^`exercise_id` must be a string such as '1.10', got 1.1 "
+                       r"\(a float drops trailing zeros: 1.10 reads as 1.1\)$"):
+        sl.check(1.10, 240)
+
+
+def test_a_bool_is_not_a_number():
+    v = sl.verdict("99.1", True)
+    assert v.status == "incorrect" and "got bool True" in v.message
+
+
+def test_ellipsis_means_not_attempted():
+    assert sl.verdict("99.1", ...).status == "not attempted"
+    assert sl.verdict("99.1", None).status == "not attempted"
+
+
+def test_an_answer_exactly_at_the_tolerance_is_correct(registry):
+    # Reference 4 and rtol 1/4 are exact in binary: 5 is exactly at the edge, 5 + 1e-9 beyond it.
+    register(Exercise("99.9", "edge", lambda: 4.0, rtol=0.25))
+    assert sl.verdict("99.9", 5.0).status == "correct"
+    assert sl.verdict("99.9", 3.0).status == "correct"
+    assert sl.verdict("99.9", 5.0 + 1e-9).status == "incorrect"
+
+
+def test_exercises_of_a_chapter_need_a_chapter_number():
+    with pytest.raises(sl.InvalidValueError, match=r"^`chapter` must be a chapter number from 1 to 12, got '1'$"):
+        sl.exercises("1")

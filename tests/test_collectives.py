@@ -10,80 +10,95 @@ V = 2048 * 8192 * 2  # bf16[2048, 8192]: 33.6 MB
 
 def test_allgather_without_wraparound_uses_one_way_links():
     # 4x4 v5e: no wraparound on a 4-chip axis, so W is one link one way: 33.6 MB / 45 GB/s.
-    assert sl.allgather_time(V, sl.tpu_slice("tpu-v5e", (4, 4)), axes="X") == pytest.approx(V / 4.5e10)
+    assert sl.allgather_time_s(V, sl.tpu_slice((4, 4), "tpu-v5e"), axes="X") == pytest.approx(V / 4.5e10)
 
 
 def test_allgather_with_wraparound_uses_both_directions():
-    assert sl.allgather_time(V, sl.tpu_pod("tpu-v5e"), axes="X") == pytest.approx(V / 9e10)
+    assert sl.allgather_time_s(V, sl.tpu_pod("tpu-v5e"), axes="X") == pytest.approx(V / 9e10)
 
 
 def test_more_axes_divide_the_time():
     pod = sl.tpu_pod("tpu-v5e")
-    assert sl.allgather_time(V, pod, axes=("X", "Y")) == pytest.approx(sl.allgather_time(V, pod, axes="X") / 2)
+    assert sl.allgather_time_s(V, pod, axes=("X", "Y")) == pytest.approx(sl.allgather_time_s(V, pod, axes="X") / 2)
 
 
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(3, 16), nbytes=st.floats(1e8, 1e11))
 def test_allgather_time_is_independent_of_ring_length_once_bandwidth_bound(n, nbytes):
-    ring = sl.tpu_slice("tpu-v5e", (n, 16))
-    assert sl.allgather_time(nbytes, ring, axes="Y") == pytest.approx(nbytes / 9e10)
+    ring = sl.tpu_slice((n, 16), "tpu-v5e")
+    assert sl.allgather_time_s(nbytes, ring, axes="Y") == pytest.approx(nbytes / 9e10)
 
 
 def test_small_messages_are_latency_bound():
     pod = sl.tpu_pod("tpu-v5e")
-    assert sl.allgather_time(1e3, pod, axes="X") == pytest.approx(8e-6)  # 8 hops of 1 µs around a ring of 16
-    assert sl.allgather_time(1e3, sl.tpu_slice("tpu-v5e", (16, 16), wraparound=False), axes="X") == pytest.approx(15e-6)
+    assert sl.allgather_time_s(1e3, pod, axes="X") == pytest.approx(8e-6)  # 8 hops of 1 µs around a ring of 16
+    assert sl.allgather_time_s(1e3, sl.tpu_slice((16, 16), "tpu-v5e", wraparound=False), axes="X") == pytest.approx(15e-6)
+
+
+def test_a_small_allreduce_pays_the_ring_latency_twice():
+    # AllReduce = ReduceScatter + AllGather: two passes of 8 hops around a ring of 16 on one axis.
+    pod = sl.tpu_pod("tpu-v5e")
+    assert sl.allreduce_time_s(1e3, pod, axes="X") == pytest.approx(16e-6)
+    assert sl.allreduce_time_s(1e3, pod, axes="XY") == pytest.approx(32e-6)
+    # On 8 GPUs a ring takes 7 steps per pass: 14 steps of 5 µs.
+    assert sl.allreduce_time_s(8.0, sl.gpu_cluster(1, "h100")) == pytest.approx(14 * 5e-6)
+    assert sl.alltoall_time_s(1e3, pod, axes="X") == pytest.approx(8e-6)  # one pass
 
 
 def test_allreduce_is_twice_allgather_and_alltoall_a_quarter():
     pod = sl.tpu_pod("tpu-v5p")
-    ag = sl.allgather_time(1e10, pod, axes="X")
-    assert sl.reducescatter_time(1e10, pod, axes="X") == ag
-    assert sl.allreduce_time(1e10, pod, axes="X") == pytest.approx(2 * ag)
-    assert sl.alltoall_time(1e10, pod, axes="X") == pytest.approx(ag / 4)
+    ag = sl.allgather_time_s(1e10, pod, axes="X")
+    assert sl.reducescatter_time_s(1e10, pod, axes="X") == ag
+    assert sl.allreduce_time_s(1e10, pod, axes="X") == pytest.approx(2 * ag)
+    assert sl.alltoall_time_s(1e10, pod, axes="X") == pytest.approx(ag / 4)
 
 
 def test_gpu_collectives_inside_a_node():
-    node = sl.gpu_cluster("h100")
-    assert sl.allgather_time(1e9, node) == pytest.approx(1e9 * 7 / 8 / 450e9)
-    assert sl.allreduce_time(1e9, node) == pytest.approx(2 * 1e9 * 7 / 8 / 450e9)
-    assert sl.alltoall_time(1e9, node) == pytest.approx(1e9 * 7 / 64 / 450e9)
-    assert sl.alltoall_time(1e9, node) == pytest.approx(1e9 / (8 * 450e9), rel=0.15)  # about B / 8W
+    node = sl.gpu_cluster(1, "h100")
+    assert sl.allgather_time_s(1e9, node) == pytest.approx(1e9 * 7 / 8 / 450e9)
+    assert sl.allreduce_time_s(1e9, node) == pytest.approx(2 * 1e9 * 7 / 8 / 450e9)
+    assert sl.alltoall_time_s(1e9, node) == pytest.approx(1e9 * 7 / 64 / 450e9)
+    assert sl.alltoall_time_s(1e9, node) == pytest.approx(1e9 / (8 * 450e9), rel=0.15)  # about B / 8W
 
 
 def test_gpu_collectives_across_nodes_are_bound_by_node_egress():
-    cluster = sl.gpu_cluster("h100", 16)  # 128 GPUs
-    assert sl.allgather_time(1e10, cluster) == pytest.approx(1e10 * 15 / 16 / 400e9)  # egress binds, not NVLink
-    thin = sl.gpu_cluster("h100", 16, oversubscription=2)
-    assert sl.allgather_time(1e10, thin) == pytest.approx(2 * sl.allgather_time(1e10, cluster))
+    cluster = sl.gpu_cluster(16, "h100")  # 128 GPUs
+    assert sl.allgather_time_s(1e10, cluster) == pytest.approx(1e10 * 15 / 16 / 400e9)  # egress binds, not NVLink
+    thin = sl.gpu_cluster(16, "h100", oversubscription=2)
+    assert sl.allgather_time_s(1e10, thin) == pytest.approx(2 * sl.allgather_time_s(1e10, cluster))
     # Two nodes: each GPU still takes in 15/16 of V over NVLink, more than half of V over the egress.
-    assert sl.allgather_time(1e10, cluster, group=16) == pytest.approx(1e10 * 15 / 16 / 450e9)
-    assert sl.allgather_time(1e10, cluster, group=8) < sl.allgather_time(1e10, cluster, group=16)
+    assert sl.allgather_time_s(1e10, cluster, group=16) == pytest.approx(1e10 * 15 / 16 / 450e9)
+    assert sl.allgather_time_s(1e10, cluster, group=8) < sl.allgather_time_s(1e10, cluster, group=16)
 
 
 def test_derivation_of_a_collective():
-    text = str(sl.allgather_time(V, sl.tpu_slice("tpu-v5e", (4, 4)), axes="X", explain=True))
-    assert text == "T_AllGather(X) = max(T_hop · hops, V / W) = max(1 µs · 3, 33.6 MB / 45 GB/s) = 746 µs"
+    text = str(sl.explain(sl.allgather_time_s, V, sl.tpu_slice((4, 4), "tpu-v5e"), axes="X"))
+    assert text.splitlines()[0] == "T_AllGather(X) = max(T_hop · hops, V / W) = max(1 µs · 3, 33.6 MB / 45 GB/s) = 746 µs"
+    assert text.splitlines()[1].startswith("  where V: bytes of the whole array")
 
 
 def test_bad_collective_arguments_are_explained():
-    cluster = sl.gpu_cluster("h100", 2)
+    cluster = sl.gpu_cluster(2, "h100")
     with pytest.raises(sl.InvalidValueError, match=r"^`group` of 32 GPUs is larger than GpuCluster\(h100, 2 node\(s\) x 8 GPUs = 16 GPUs\); at most 16$"):
-        sl.allgather_time(1e9, cluster, group=32)
-    with pytest.raises(sl.InvalidValueError, match=r"^a `group` spanning nodes must be whole nodes of 8 GPUs, got 12$"):
-        sl.allgather_time(1e9, cluster, group=12)
-    with pytest.raises(sl.InvalidValueError, match=r"^a GPU cluster takes `group`"):
-        sl.allgather_time(1e9, cluster, axes="X")
-    with pytest.raises(sl.InvalidValueError, match=r"^a TPU slice takes `axes`"):
-        sl.allgather_time(1e9, sl.tpu_pod("tpu-v5e"), group=4)
+        sl.allgather_time_s(1e9, cluster, group=32)
+    with pytest.raises(sl.InvalidValueError, match=r"^`group`: a group spanning nodes must be whole nodes of 8 GPUs, got 12$"):
+        sl.allgather_time_s(1e9, cluster, group=12)
+    with pytest.raises(sl.InvalidValueError, match=r"^`axes`: a GPU cluster takes `group`"):
+        sl.allgather_time_s(1e9, cluster, axes="X")
+    with pytest.raises(sl.InvalidValueError, match=r"^`group`: a TPU slice takes `axes`"):
+        sl.allgather_time_s(1e9, sl.tpu_pod("tpu-v5e"), group=4)
     with pytest.raises(sl.InvalidValueError, match=r"^`topology` must be a TpuSlice"):
-        sl.allgather_time(1e9, "tpu-v5e")
+        sl.allgather_time_s(1e9, "tpu-v5e")
     with pytest.raises(sl.InvalidValueError, match=r"^`nbytes` must not be negative, got -1$"):
-        sl.allreduce_time(-1, cluster)
+        sl.allreduce_time_s(-1, cluster)
     with pytest.raises(sl.InvalidValueError, match=r"axis 'Y' is given twice"):
-        sl.allgather_time(1e9, sl.tpu_pod("tpu-v5e"), axes=("Y", "Y"))
+        sl.allgather_time_s(1e9, sl.tpu_pod("tpu-v5e"), axes=("Y", "Y"))
+    with pytest.raises(sl.InvalidValueError, match=r"^`latency_s` must not be negative, got -1e-06$"):
+        sl.allgather_time_s(1e9, cluster, latency_s=-1e-6)
+    with pytest.raises(sl.InvalidValueError, match=r"^`group` must be a whole number >= 1, got 0$"):
+        sl.allgather_time_s(1e9, cluster, group=0)
 
 
 def test_a_small_alltoall_through_nvswitches_costs_one_step_of_latency():
-    assert sl.alltoall_time(1.0, sl.gpu_cluster("gb200-nvl72")) == pytest.approx(5e-6)
-    assert sl.allgather_time(1.0, sl.gpu_cluster("gb200-nvl72")) == pytest.approx(71 * 5e-6)  # a ring: N − 1 steps
+    assert sl.alltoall_time_s(1.0, sl.gpu_cluster(1, "gb200-nvl72")) == pytest.approx(5e-6)
+    assert sl.allgather_time_s(1.0, sl.gpu_cluster(1, "gb200-nvl72")) == pytest.approx(71 * 5e-6)  # a ring: N − 1 steps

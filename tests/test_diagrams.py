@@ -46,7 +46,7 @@ def texts(ax):
 # --- draw_torus ----------------------------------------------------------------
 
 def test_a_4x4_v5e_slice_has_16_chips_24_links_and_no_wraparound():
-    ax = sl.draw_torus(sl.tpu_slice("tpu-v5e", (4, 4)))
+    ax = sl.draw_torus(sl.tpu_slice((4, 4), "tpu-v5e"))
     assert len(points(ax, "chips")) == 16
     assert segments(ax, "ici") == 2 * 4 * (4 - 1)  # 4 rows and 4 columns of 3 links each
     assert by_gid(ax, "wraparound") == []
@@ -55,7 +55,7 @@ def test_a_4x4_v5e_slice_has_16_chips_24_links_and_no_wraparound():
 
 
 def test_a_16x16_v5e_slice_wraps_around_on_both_axes():
-    ax = sl.draw_torus(sl.tpu_slice("tpu-v5e", (16, 16)))
+    ax = sl.draw_torus(sl.tpu_slice((16, 16), "tpu-v5e"))
     assert len(points(ax, "chips")) == 256
     # each of the 16 rings along X and the 16 along Y closes with one link, drawn as a stub at each edge
     assert segments(ax, "wraparound") == 2 * (16 + 16)
@@ -66,20 +66,20 @@ def test_a_16x16_v5e_slice_wraps_around_on_both_axes():
 
 def test_wraparound_is_drawn_only_on_the_axes_that_wrap():
     # A 4x4x4 cube of tpu7x is whole cubes: optical switches close all three axes.
-    ax = sl.draw_torus(sl.tpu_slice("tpu7x", (4, 4, 4)))
+    ax = sl.draw_torus(sl.tpu_slice((4, 4, 4), "tpu7x"))
     assert len(points(ax, "chips")) == 64
     layers = [t.get_text() for t in ax.texts if t.get_text().startswith("Z = ")]
     assert layers == ["Z = 0", "Z = 1", "Z = 2", "Z = 3"]
     # 16 rings on X and 16 on Y drawn as edge stubs; the Z rings are named in the title.
     assert segments(ax, "wraparound") == 2 * (4 * 4 + 4 * 4)
-    small = sl.draw_torus(sl.tpu_slice("tpu-v4p", (2, 2, 4)))  # less than a cube: no wraparound
+    small = sl.draw_torus(sl.tpu_slice((2, 2, 4), "tpu-v4p"))  # less than a cube: no wraparound
     assert by_gid(small, "wraparound") == []
-    half = sl.draw_torus(sl.tpu_slice("tpu-v5e", (4, 16)))  # only the full 16-chip axis wraps
+    half = sl.draw_torus(sl.tpu_slice((4, 16), "tpu-v5e"))  # only the full 16-chip axis wraps
     assert segments(half, "wraparound") == 2 * 4
 
 
 def test_a_route_highlights_hops_plus_one_chips_and_the_title_says_the_hops():
-    ax = sl.draw_torus(sl.tpu_slice("tpu-v5e", (4, 4)), route=((0, 0), (3, 1)))
+    ax = sl.draw_torus(sl.tpu_slice((4, 4), "tpu-v5e"), route=((0, 0), (3, 1)))
     # no wraparound on a 4x4 slice: 3 hops along X, 1 along Y
     assert ax.get_title() == "tpu-v5e 4x4 slice: 4 hops from (0, 0) to (3, 1)"
     assert sorted(points(ax, "route-chips")) == [(0, 0), (1, 0), (2, 0), (3, 0), (3, 1)]
@@ -89,7 +89,7 @@ def test_a_route_highlights_hops_plus_one_chips_and_the_title_says_the_hops():
 
 
 def test_a_route_through_the_wraparound_leaves_one_edge_and_reenters_the_other():
-    ax = sl.draw_torus(sl.tpu_slice("tpu-v5e", (16, 16)), route=((0, 0), (15, 0)))
+    ax = sl.draw_torus(sl.tpu_slice((16, 16), "tpu-v5e"), route=((0, 0), (15, 0)))
     assert ax.get_title() == "tpu-v5e 16x16 slice: 1 hop from (0, 0) to (15, 0)"
     assert len(points(ax, "route-chips")) == 2
     (line,) = [l for l in ax.lines if l.get_label() == "route"]
@@ -99,7 +99,7 @@ def test_a_route_through_the_wraparound_leaves_one_edge_and_reenters_the_other()
 
 
 def test_a_3d_route_across_layers_highlights_its_chips():
-    topology = sl.tpu_slice("tpu-v4p", (4, 4, 16))  # Z spans the pod: it wraps
+    topology = sl.tpu_slice((4, 4, 16), "tpu-v4p")  # Z spans the pod: it wraps
     ax = sl.draw_torus(topology, route=((0, 0, 1), (1, 1, 15)))
     assert ax.get_title().startswith("tpu-v4p 4x4x16 slice: 4 hops from (0, 0, 1) to (1, 1, 15)")
     assert "layer 15 wraps around to layer 0" in ax.get_title()
@@ -108,16 +108,16 @@ def test_a_3d_route_across_layers_highlights_its_chips():
 
 def test_draw_torus_rejects_what_is_not_a_slice_and_routes_outside_it():
     with pytest.raises(sl.InvalidValueError) as err:
-        sl.draw_torus(sl.gpu_cluster("h100", 2))
+        sl.draw_torus(sl.gpu_cluster(2, "h100"))
     assert str(err.value) == ("`topology` must be a TpuSlice (from tpu_slice or tpu_pod), got "
                               "GpuCluster(h100, 2 node(s) x 8 GPUs = 16 GPUs); use draw_fat_tree for a GpuCluster")
     with pytest.raises(sl.InvalidValueError) as err:
         sl.draw_torus("tpu-v5e")
     assert str(err.value) == "`topology` must be a TpuSlice (from tpu_slice or tpu_pod), got 'tpu-v5e'"
-    slice_4x4 = sl.tpu_slice("tpu-v5e", (4, 4))
+    slice_4x4 = sl.tpu_slice((4, 4), "tpu-v5e")
     with pytest.raises(sl.InvalidValueError) as err:
         sl.draw_torus(slice_4x4, route=((0, 0), (4, 0)))
-    assert str(err.value) == "`b` must be 2 coordinates within (4, 4), got (4, 0)"
+    assert str(err.value) == "`b` must be 2 whole coordinates within (4, 4), got (4, 0)"
     with pytest.raises(sl.InvalidValueError) as err:
         sl.draw_torus(slice_4x4, route=((0, 0),))
     assert str(err.value) == "`route` must be a pair of chip coordinates (a, b), got ((0, 0),)"
@@ -165,7 +165,7 @@ def test_draw_gpu_node_rejects_tpus_and_gpus_without_an_nvswitch_count():
 
 def test_one_h100_superpod_scalable_unit_has_8_leaf_and_4_spine_switches():
     # DGX H100 SuperPOD reference architecture: 32 nodes per SU, 8 leaf switches per SU
-    ax = sl.draw_fat_tree(sl.gpu_cluster("h100", 32))
+    ax = sl.draw_fat_tree(sl.gpu_cluster(32, "h100"))
     assert len(by_gid(ax, "leaf")) == 8
     assert len(by_gid(ax, "spine")) == 4
     assert segments(ax, "spine-links") == 8 * 4  # every leaf to every spine
@@ -181,21 +181,21 @@ def test_one_h100_superpod_scalable_unit_has_8_leaf_and_4_spine_switches():
 
 
 def test_a_few_nodes_share_one_leaf_and_one_node_needs_no_switch():
-    small = sl.draw_fat_tree(sl.gpu_cluster("h100", 4))  # 32 ports fit one 64-port switch
+    small = sl.draw_fat_tree(sl.gpu_cluster(4, "h100"))  # 32 ports fit one 64-port switch
     assert (len(by_gid(small, "leaf")), len(by_gid(small, "spine")), len(by_gid(small, "node"))) == (1, 0, 4)
-    one = sl.draw_fat_tree(sl.gpu_cluster("h100", 1))
+    one = sl.draw_fat_tree(sl.gpu_cluster(1, "h100"))
     assert by_gid(one, "leaf") == [] and "no InfiniBand switches" in texts(one)
 
 
 def test_a_large_cluster_is_summarised_with_its_counts():
-    ax = sl.draw_fat_tree(sl.gpu_cluster("h100", 128))  # 4 SUs: 32 leaf, 16 spine switches
+    ax = sl.draw_fat_tree(sl.gpu_cluster(128, "h100"))  # 4 SUs: 32 leaf, 16 spine switches
     assert len(by_gid(ax, "leaf")) == 15 and len(by_gid(ax, "spine")) == 16
     assert "32 leaf switches" in texts(ax) and "(4 scalable units of 32)" in texts(ax)
 
 
 def test_draw_fat_tree_rejects_a_tpu_slice():
     with pytest.raises(sl.InvalidValueError) as err:
-        sl.draw_fat_tree(sl.tpu_slice("tpu-v5e", (4, 4)))
+        sl.draw_fat_tree(sl.tpu_slice((4, 4), "tpu-v5e"))
     assert str(err.value) == ("`cluster` must be a GpuCluster (from gpu_cluster), got "
                               "TpuSlice(tpu-v5e, X=4, Y=4; 16 chips); use draw_torus for a TpuSlice")
 
@@ -269,14 +269,14 @@ def test_plot_spec_comparison_names_an_unknown_field_and_suggests_one():
     with pytest.raises(sl.UnknownNameError) as err:
         sl.plot_spec_comparison(fields=("bf16_flops",))
     message = str(err.value)
-    assert message.startswith("unknown spec field 'bf16_flops': expected one of bf16_flops_per_s, ")
+    assert message.startswith("`fields`: unknown spec field 'bf16_flops': expected one of bf16_flops_per_s, ")
     assert message.endswith("; did you mean 'bf16_flops_per_s' or 'fp16_flops_per_s'?")
 
 
 # --- light import ----------------------------------------------------------------
 
 def test_every_picture_returns_something_to_show():
-    for picture in (sl.draw_torus(sl.tpu_pod("tpu-v5e")), sl.draw_gpu_node(), sl.draw_chip("b200"),
-                    sl.draw_fat_tree(sl.gpu_cluster("b200", 64))):
+    for picture in (sl.draw_torus(sl.tpu_pod("tpu-v5e")), sl.draw_gpu_node("h100"), sl.draw_chip("b200"),
+                    sl.draw_fat_tree(sl.gpu_cluster(64, "b200"))):
         assert picture.get_title()
     assert math.isclose(sl.plot_spec_comparison().get_size_inches()[0], 8)

@@ -10,28 +10,32 @@ import scalelib as sl
 
 
 def test_probe_returns_a_chip_like_spec_the_rooflines_accept():
-    local = sl.measure_machine(matmul_sizes=(256,), copy_bytes=2**22, repeats=2)
+    local = sl.measure_machine(matmul_sizes=(256,), nbytes=2**22, repeats=2)
     assert local.family == "cpu"
     assert 1e8 < local.f32_flops_per_s < 1e14  # a CPU: more than 0.1 GFLOP/s, far below a TPU
     assert 1e8 < local.hbm_bytes_per_s < 1e13
     assert "measured by scalelib.measure_machine()" in local.source
     r = sl.matmul_roofline(64, 256, 256, local, dtype="f32")
     assert r.t_lower_s > 0
-    assert sl.critical_intensity(local, "f32") == pytest.approx(local.f32_flops_per_s / local.hbm_bytes_per_s)
+    assert sl.critical_intensity(local, dtype="f32") == pytest.approx(local.f32_flops_per_s / local.hbm_bytes_per_s)
 
 
 def test_a_measured_matmul_never_beats_physics():
     # 2·B·D·F FLOPs in the measured time must stay below 1e13 FLOP/s on a CPU.
-    t = sl.time_matmul(128, 256, 256, "f32", repeats=2)
+    t = sl.measure_matmul_time_s(128, 256, 256, dtype="f32", repeats=2)
     assert 0 < t < 10
     assert 2 * 128 * 256 * 256 / t < 1e13
 
 
 def test_probe_rejects_bad_sizes_and_dtypes():
-    with pytest.raises(sl.InvalidValueError, match=r"^`B` must be positive, got 0$"):
-        sl.time_matmul(0, 8, 8)
-    with pytest.raises(sl.UnknownNameError, match=r"unknown dtype for a measured matmul 'int8'"):
-        sl.time_matmul(8, 8, 8, "int8")
+    with pytest.raises(sl.InvalidValueError, match=r"^`B` must be a whole number >= 1, got 0$"):
+        sl.measure_matmul_time_s(0, 8, 8)
+    with pytest.raises(sl.UnknownNameError, match=r"^`dtype`: unknown dtype for a measured matmul 'int8'"):
+        sl.measure_matmul_time_s(8, 8, 8, dtype="int8")
+    with pytest.raises(sl.InvalidValueError, match=r"^`B, D, F`: this measurement would allocate [0-9.]+ GiB; .* at most 4 GiB$"):
+        sl.measure_matmul_time_s(10**6, 10**6, 8)
+    with pytest.raises(sl.InvalidValueError, match=r"^`nbytes`: this measurement would allocate"):
+        sl.measure_copy_time_s(1e12)
 
 
 def test_roofline_plot_is_labelled_and_marks_each_ridge():

@@ -1,16 +1,32 @@
-"""The chip registry: every chip of the reference table, sources, lookups and their errors."""
+"""The chip registry: published figures, sources, lookups, user chips, dtypes, and their errors."""
 
 import csv
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import scalelib as sl
+from scalelib import _specs
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hardware.csv"
+PUBLISHED = Path(__file__).parent / "data" / "published_chip_figures.csv"
 EXPECTED = ("tpu-v3", "tpu-v4p", "tpu-v5p", "tpu-v5e", "tpu-v6e", "tpu7x",
             "v100", "a100", "h100", "h200", "b200", "gb200-nvl72")
+
+
+def _published_rows():
+    with PUBLISHED.open() as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+@pytest.fixture
+def clean_registry():
+    """Chips registered by a test are gone after it."""
+    before = dict(_specs._USER)
+    yield
+    _specs._USER.clear()
+    _specs._USER.update(before)
 
 
 def test_registry_lists_every_chip_of_the_course():
@@ -19,58 +35,35 @@ def test_registry_lists_every_chip_of_the_course():
     assert sl.chips("gpu") == EXPECTED[6:]
 
 
-# Published figures, typed here independently of scalelib/data/chips.toml.
-@pytest.mark.parametrize(
-    "name, field, value",
-    [
-        ("tpu-v5e", "bf16_flops_per_s", 1.97e14),  # Google Cloud TPU v5e docs: 197 TFLOP/s bf16
-        ("tpu-v5e", "hbm_bytes_per_s", 8.2e11),  # 819 GB/s
-        ("tpu-v5p", "bf16_flops_per_s", 4.59e14),  # Google Cloud TPU v5p docs: 459 TFLOP/s
-        ("tpu-v5p", "hbm_bytes", 95e9),  # 95 GB HBM (the book rounds to 96e9)
-        ("h100", "bf16_flops_per_s", 9.89e14),  # NVIDIA H100 SXM: 989 TFLOP/s dense bf16
-        ("h100", "hbm_bytes_per_s", 3.35e12),  # 3.35 TB/s
-        ("a100", "bf16_flops_per_s", 3.12e14),  # NVIDIA A100: 312 TFLOP/s bf16
-        ("b200", "hbm_bytes", 192e9),
-        ("v100", "fp16_flops_per_s", 1.25e14),  # NVIDIA V100 SXM2: 125 TFLOP/s fp16 tensor
-    ],
-)
-def test_specs_match_published_figures(name, field, value):
-    assert getattr(sl.chip(name), field) == pytest.approx(value, rel=0.015)
+def test_chip_listing_shows_the_aliases():
+    text = repr(sl.chips("gpu"))
+    assert "'h100' (h100-sxm, hopper)" in text and "'gb200-nvl72' (gb200, nvl72)" in text
+    assert sl.chips().aliases["tpu7x"] == ("ironwood", "tpu-v7x", "v7x", "tpu-7x")
 
 
-@pytest.mark.skipif(not REFERENCE.exists(), reason="the shared reference table is not beside the checkout")
-def test_specs_agree_with_the_shared_reference_table():
-    columns = {
-        "bf16_flops_per_s": "bf16_flops_per_s", "int8_ops_per_s": "int8_ops_per_s",
-        "fp8_flops_per_s": "fp8_flops_per_s", "fp4_flops_per_s": "fp4_flops_per_s",
-        "hbm_bytes": "hbm_bytes", "hbm_bytes_per_s": "hbm_bytes_per_s",
-        "link_bytes_per_s_one_way": "ici_link_bytes_per_s_one_way",
-        "link_bytes_per_s_bidirectional": "ici_link_bytes_per_s_bidirectional",
-        "links_per_chip": "ici_links_per_chip", "dcn_bytes_per_s_per_chip": "dcn_bytes_per_s_per_chip",
-        "pcie_bytes_per_s": "pcie_bytes_per_s", "num_cores_or_sms": "cores", "l2_bytes": "l2_bytes",
-        "scale_up_bytes_per_s_per_gpu": "scale_up_bytes_per_s_per_gpu", "scale_up_domain": "scale_up_domain",
-        "scale_out_bytes_per_s_per_node": "scale_out_bytes_per_s_per_node",
-    }
-    with REFERENCE.open() as f:
-        rows = list(csv.DictReader(f))
-    assert [r["name"] for r in rows] == list(EXPECTED)
-    for row in rows:
-        spec = sl.chip(row["name"])
-        for column, field in columns.items():
-            if row[column]:
-                assert getattr(spec, field) == float(row[column]), (row["name"], field)
-            elif getattr(spec, field) is not None:
-                # A figure the shared table lacks must name a source of its own.
-                assert field in spec.sources, (row["name"], field)
-        pod = tuple(int(n) for n in row["pod_shape"].split("x")) if row["pod_shape"] else None
-        assert spec.pod_shape == pod
+@pytest.mark.parametrize("row", _published_rows(), ids=lambda r: f"{r['chip']}.{r['field']}")
+def test_every_figure_matches_its_published_value(row):
+    spec = sl.chip(row["chip"])
+    if row["field"] == "pod_shape":
+        assert spec.pod_shape == tuple(int(n) for n in row["value"].split("x"))
+    else:
+        assert getattr(spec, row["field"]) == float(row["value"]), row["source"]
 
 
-def test_every_chip_names_a_source_for_every_figure():
-    for name in sl.chips():
-        spec = sl.chip(name)
-        for field in dataclasses.fields(spec):
-            assert spec.source_of(field.name)
+def test_the_published_table_covers_every_chip_and_the_main_figures():
+    rows = _published_rows()
+    assert {r["chip"] for r in rows} == set(EXPECTED)
+    for name in EXPECTED:
+        fields = {r["field"] for r in rows if r["chip"] == name}
+        assert {"hbm_bytes", "hbm_bytes_per_s"} <= fields, name
+    assert len(rows) >= 100
+
+
+def test_a_field_source_overrides_the_chip_source():
+    v5e = sl.chip("tpu-v5e")
+    assert v5e.source_of("fast_mem_bytes_per_core").startswith("Google Cloud TPU documentation")
+    assert v5e.source_of("bf16_flops_per_s") == v5e.source
+    assert v5e.source_of("vmem_bytes_per_s") != v5e.source
     assert "V100 data sheet" in sl.chip("v100").source_of("fp16_flops_per_s")
 
 
@@ -88,42 +81,137 @@ def test_lookup_accepts_aliases_case_and_specs():
     assert "tpu_v5e" in dir(sl.hw)
 
 
-def test_unknown_chip_lists_known_ones_and_suggests_the_closest():
+def test_unknown_chip_lists_known_ones_and_aliases_and_suggests_the_closest():
     with pytest.raises(sl.UnknownNameError) as err:
         sl.chip("h10")
-    assert str(err.value) == (
-        "unknown chip 'h10': expected one of a100, b200, gb200-nvl72, h100, h200, tpu-v3, tpu-v4p, "
-        "tpu-v5e, tpu-v5p, tpu-v6e, tpu7x, v100; did you mean 'h100' or 'v100'?"
-    )
+    text = str(err.value)
+    assert text.startswith(
+        "`chip`: unknown chip 'h10': expected one of a100, b200, gb200-nvl72, h100, h200, tpu-v3, tpu-v4p, "
+        "tpu-v5e, tpu-v5p, tpu-v6e, tpu7x, v100 (also: ")
+    assert "hopper" in text and text.endswith("did you mean 'h100' or 'v100'?")
     assert isinstance(err.value, KeyError)
 
 
 def test_chip_rejects_a_non_name():
-    with pytest.raises(sl.InvalidValueError, match=r"`chip` must be a chip name or a ChipSpec, got 3"):
+    with pytest.raises(sl.InvalidValueError, match=r"^`chip` must be a chip name \(e.g. 'h100'\) or a ChipSpec, got 3$"):
         sl.chip(3)
 
 
 def test_unknown_family_and_field_are_named():
-    with pytest.raises(sl.UnknownNameError, match="unknown chip family 'npu': expected one of gpu, tpu"):
+    with pytest.raises(sl.UnknownNameError, match="^`family`: unknown chip family 'npu': expected one of cpu, gpu, tpu"):
         sl.chips("npu")
     with pytest.raises(sl.UnknownNameError, match="unknown ChipSpec field 'hbm'"):
         sl.chip("h100").source_of("hbm")
 
 
 def test_missing_rate_says_which_dtypes_the_chip_has():
-    with pytest.raises(sl.InvalidValueError, match=r"^v100 has no published bf16 rate; it has: fp16$"):
-        sl.chip("v100").flops_per_s("bf16")
-    with pytest.raises(sl.UnknownNameError, match=r"unknown dtype 'bfloat16'.*did you mean 'bf16'"):
-        sl.chip("h100").flops_per_s("bfloat16")
+    with pytest.raises(sl.InvalidValueError, match=r"^`dtype`: v100 has no published bf16 rate; it has: fp16$"):
+        sl.chip("v100").peak_flops_per_s(dtype="bf16")
+
+
+@pytest.mark.parametrize("spelling", ["bf16", "bfloat16", "BFloat16", np.dtype("bfloat16") if hasattr(np, "bfloat16") else "bf16"])
+def test_dtype_names_accept_the_usual_spellings(spelling):
+    assert sl.dtype_name(spelling) == "bf16"
+
+
+def test_dtype_objects_of_numpy_and_jax():
+    jnp = pytest.importorskip("jax.numpy")
+    assert [sl.dtype_name(d) for d in (np.float32, jnp.bfloat16, jnp.float8_e4m3fn, np.int8, jnp.int4)] == [
+        "f32", "bf16", "fp8", "int8", "int4"]
+    assert sl.chip("h100").peak_flops_per_s(dtype=jnp.bfloat16) == sl.chip("h100").bf16_flops_per_s
+    assert sl.bytes_per_value("float32") == 4
+
+
+def test_unknown_dtype_suggests_a_spelling():
+    with pytest.raises(sl.UnknownNameError, match=r"^`dtype`: unknown dtype 'bf61'.*did you mean 'bf16'"):
+        sl.bytes_per_value("bf61")
+    with pytest.raises(sl.UnknownNameError, match=r"^`dtype`: unknown dtype 'bool'"):
+        sl.bytes_per_value(np.bool_)
 
 
 def test_bandwidth_by_name_and_its_errors():
     v5e = sl.chip("tpu-v5e")
-    assert v5e.bandwidth("ici") * 2 == v5e.bandwidth("ici_bidirectional")
-    assert sl.chip("h100").bandwidth("nvlink") == 450e9
-    with pytest.raises(sl.InvalidValueError, match=r"^h100 has no ici bandwidth; it has: hbm, nvlink$"):
-        sl.chip("h100").bandwidth("ici")
+    assert v5e.bytes_per_s(bandwidth="ici") * 2 == v5e.bytes_per_s(bandwidth="ici_bidirectional")
+    assert sl.chip("h100").bytes_per_s(bandwidth="nvlink") == 450e9
+    with pytest.raises(sl.InvalidValueError, match=r"^`bandwidth`: h100 has no ici bandwidth; it has: hbm, nvlink$"):
+        sl.chip("h100").bytes_per_s(bandwidth="ici")
 
 
 def test_bytes_per_value():
-    assert [sl.bytes_per_value(d) for d in ("f32", "bf16", "int8", "int4")] == [4, 2, 1, 0.5]
+    assert [sl.bytes_per_value(d) for d in ("f32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")] == [
+        4, 2, 2, 1, 1, 0.5, 0.5]
+
+
+# --- chips a user adds --------------------------------------------------------------
+
+def test_a_variant_gets_its_own_name_and_says_where_it_came_from():
+    fast = sl.chip("h100").derive("h100-fast-hbm", hbm_bytes_per_s=4e12)
+    assert fast.name == "h100-fast-hbm" and fast.hbm_bytes_per_s == 4e12 and fast.aliases == ()
+    assert "derived from h100" in fast.source
+    assert sl.critical_intensity(fast) == pytest.approx(9.9e14 / 4e12)
+    assert str(sl.explain(sl.critical_intensity, fast)).startswith("I_crit(h100-fast-hbm, bf16, hbm)")
+
+
+def test_a_modified_copy_under_the_registered_name_is_refused():
+    copy = dataclasses.replace(sl.hw.h100, hbm_bytes_per_s=4e12)
+    with pytest.raises(sl.InvalidValueError, match=r"^`chip`: this ChipSpec is called 'h100' but its figures differ"):
+        sl.critical_intensity(copy)
+
+
+def test_register_a_chip_from_a_dict_and_find_it_by_name_and_alias(clean_registry):
+    sl.register_chip({"name": "lab-npu", "family": "tpu", "source": "our lab", "aliases": ["npu1"],
+                      "bf16_flops_per_s": 1e15, "hbm_bytes_per_s": 2e12})
+    assert sl.critical_intensity("npu1") == 500
+    assert "lab-npu" in sl.chips("tpu") and sl.chips().aliases["lab-npu"] == ("npu1",)
+    with pytest.raises(sl.InvalidValueError, match=r"already registered \(lab-npu\); pass replace=True"):
+        sl.register_chip({"name": "lab-npu", "family": "tpu", "source": "again"})
+    sl.register_chip({"name": "lab-npu", "family": "tpu", "source": "again", "bf16_flops_per_s": 2e15,
+                      "hbm_bytes_per_s": 2e12}, replace=True)
+    assert sl.critical_intensity("lab-npu") == 1000
+
+
+def test_built_in_chips_cannot_be_replaced(clean_registry):
+    with pytest.raises(sl.InvalidValueError, match=r"^`spec`: 'hopper' is a built-in chip \(h100\); derive a variant"):
+        sl.register_chip({"name": "my-gpu", "family": "gpu", "source": "x", "aliases": ["hopper"]})
+
+
+def test_load_chips_from_a_toml_file(tmp_path, clean_registry):
+    path = tmp_path / "mine.toml"
+    path.write_text('[edge-1]\nfamily = "gpu"\nsource = "vendor sheet"\nbf16_flops_per_s = 2e14\n'
+                    'hbm_bytes_per_s = 1e12\n[edge-2]\nfamily = "gpu"\nsource = "vendor sheet"\n')
+    assert sl.load_chips(path) == ("edge-1", "edge-2")
+    assert sl.critical_intensity("edge-1") == 200
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[x]\nfamily = "gpu"\nsource = "s"\nhbm_bandwidth = 3\n')
+    with pytest.raises(sl.UnknownNameError, match=r"^`chip 'x'`: unknown ChipSpec field 'hbm_bandwidth'.*hbm_bytes_per_s"):
+        sl.load_chips(bad)
+    with pytest.raises(sl.InvalidValueError, match=r"^`path`: cannot read"):
+        sl.load_chips(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("bf16_flops_per_s", -1e14, "`bf16_flops_per_s` must be a positive finite number or None, got -100000000000000.0"),
+    ("hbm_bytes_per_s", 0, "`hbm_bytes_per_s` must be a positive finite number or None, got 0"),
+    ("hbm_bytes_per_s", float("inf"), "`hbm_bytes_per_s` must be a positive finite number or None, got inf"),
+    ("hbm_bytes", True, "`hbm_bytes` must be a positive finite number or None, got True"),
+    ("cores", 2.5, "`cores` must be a whole number >= 1 or None, got 2.5"),
+    ("pod_shape", (4, 0), "`pod_shape` must be a sequence of whole numbers >= 1, got (4, 0)"),
+])
+def test_a_chipspec_checks_its_figures(field, value, message):
+    with pytest.raises(sl.InvalidValueError) as err:
+        sl.ChipSpec("x", "gpu", "test", **{field: value})
+    assert str(err.value) == f"ChipSpec 'x': {message}"
+
+
+def test_a_chipspec_needs_a_known_family_and_a_source():
+    with pytest.raises(sl.UnknownNameError, match=r"^`family`: unknown chip family 'npu'"):
+        sl.ChipSpec("x", "npu", "test")
+    with pytest.raises(sl.InvalidValueError, match=r"^ChipSpec `source` must be a non-empty string"):
+        sl.ChipSpec("x", "gpu", "")
+
+
+def test_a_chip_missing_a_figure_says_which_and_how_to_add_it():
+    bare = sl.ChipSpec("me", "tpu", "a test")
+    with pytest.raises(sl.InvalidValueError, match=r"^a TPU slice needs `pod_shape`, and chip 'me' has none; "
+                       r"give it one with chip\('me'\)\.derive"):
+        sl.tpu_slice((4, 4), bare)
