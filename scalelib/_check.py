@@ -127,7 +127,18 @@ def _exercise_id(exercise_id) -> str:
 
 
 def get_exercise(exercise_id: str) -> Exercise:
-    """The registered exercise `exercise_id` (``"1.3"``)."""
+    """The registered exercise `exercise_id` (``"1.3"``).
+
+    Returns:
+        an :class:`Exercise`.
+
+    Chapter:
+        every chapter's exercises
+
+    Example:
+        >>> get_exercise("1.1").title
+        'Critical intensity of an H100 in fp8'
+    """
     exercise_id = _exercise_id(exercise_id)
     chapter = exercise_id.split(".")[0]
     if chapter.isdigit():
@@ -138,7 +149,18 @@ def get_exercise(exercise_id: str) -> Exercise:
 
 
 def exercises(chapter: int | None = None) -> tuple[str, ...]:
-    """Ids of the registered exercises, of one `chapter` or of every chapter that has any."""
+    """Ids of the registered exercises, of one `chapter` or of every chapter that has any.
+
+    Returns:
+        a tuple of ids, in order.
+
+    Chapter:
+        every chapter's exercises
+
+    Example:
+        >>> exercises(1)[:3]
+        ('1.1', '1.2', '1.3')
+    """
     if chapter is not None and (isinstance(chapter, bool) or not isinstance(chapter, int) or not 1 <= chapter <= 12):
         raise InvalidValueError(f"`chapter` must be a chapter number from 1 to 12, got {chapter!r}")
     for c in [chapter] if chapter is not None else range(1, 13):
@@ -254,7 +276,18 @@ def _compare_function(exercise: Exercise, answer, reference) -> Verdict:
 
 
 def verdict(exercise_id: str, answer) -> Verdict:
-    """The Verdict on `answer` to exercise `exercise_id`, without printing it."""
+    """The Verdict on `answer` to exercise `exercise_id`, without printing it.
+
+    Returns:
+        a :class:`Verdict` (``.status`` is "correct", "incorrect" or "not attempted").
+
+    Chapter:
+        every chapter's exercises
+
+    Example:
+        >>> verdict("1.1", None).status
+        'not attempted'
+    """
     exercise = get_exercise(exercise_id)
     if answer is None or answer is Ellipsis:
         return Verdict(exercise.id, NOT_ATTEMPTED, f"⬜ Exercise {exercise.id}: not attempted.")
@@ -273,8 +306,15 @@ def verdict(exercise_id: str, answer) -> Verdict:
 def check(exercise_id: str, answer) -> None:
     """Check `answer` to exercise `exercise_id` and print the verdict. Never raises on a bad answer.
 
-    >>> check("1.1", None)
-    ⬜ Exercise 1.1: not attempted.
+    Returns:
+        None; the verdict is printed (in a notebook, displayed).
+
+    Chapter:
+        every chapter's exercises
+
+    Example:
+        >>> check("1.1", None)
+        ⬜ Exercise 1.1: not attempted.
     """
     result = verdict(exercise_id, answer)
     try:

@@ -149,14 +149,21 @@ def explain(fn, /, *args, **kwargs) -> Derivation:
     quantity; the result's number is ``float(explain(...))`` or ``.value``, and
     equals ``fn(*args, **kwargs)`` (for functions that return a bundle, such as
     :func:`~scalelib.roofline` or :func:`~scalelib.best_tile`, the derivation is
-    of its headline time). Chapter 1.
+    of its headline time).
 
-    >>> import scalelib as sl
-    >>> print(sl.explain(sl.t_math_s, 2 * 4096**3, "tpu-v5e"))
-    T_math = FLOPs / C = 1.37e11 FLOP / 1.97e14 FLOP/s = 698 µs
-    >>> d = sl.explain(sl.tpu_slice((4, 4), "tpu-v5e").bisection_bytes_per_s)
-    >>> d.value == sl.tpu_slice((4, 4), "tpu-v5e").bisection_bytes_per_s()
-    True
+    Returns:
+        a :class:`Derivation`.
+
+    Chapter:
+        1 (Rooflines), and every chapter after it
+
+    Example:
+        >>> import scalelib as sl
+        >>> print(sl.explain(sl.t_math_s, 2 * 4096**3, "tpu-v5e"))
+        T_math = FLOPs / C = 1.37e11 FLOP / 1.97e14 FLOP/s = 698 µs
+        >>> d = sl.explain(sl.tpu_slice((4, 4), "tpu-v5e").bisection_bytes_per_s)
+        >>> d.value == sl.tpu_slice((4, 4), "tpu-v5e").bisection_bytes_per_s()
+        True
     """
     target = getattr(fn, "__func__", fn)  # a bound method: explain the function with its object
     derive = getattr(target, "__derive__", None)

@@ -116,7 +116,7 @@ def _gpu_spec(chip, what: str) -> ChipSpec:
 # --- chapter 2: the torus -----------------------------------------------------
 
 def draw_torus(topology: TpuSlice, *, route=None, ax=None):
-    """The chips of a TPU slice and their ICI links; optionally a route between two chips. Chapter 2.
+    """The chips of a TPU slice and their ICI links; optionally a route between two chips.
 
     Chips are dots on a grid (X to the right, Y upwards). A 3D slice is drawn as
     its Z layers side by side, each labelled ``Z = k``; a Z link joins each chip
@@ -136,9 +136,14 @@ def draw_torus(topology: TpuSlice, *, route=None, ax=None):
     Returns:
         The matplotlib Axes.
 
-    >>> ax = draw_torus(tpu_slice((4, 4), "tpu-v5e"), route=((0, 0), (3, 1)))
-    >>> ax.get_title()
-    'tpu-v5e 4x4 slice: 4 hops from (0, 0) to (3, 1)'
+    Chapter:
+        2 (TPUs)
+
+    Example:
+        >>> from scalelib import tpu_slice
+        >>> ax = draw_torus(tpu_slice((4, 4), "tpu-v5e"), route=((0, 0), (3, 1)))
+        >>> ax.get_title()
+        'tpu-v5e 4x4 slice: 4 hops from (0, 0) to (3, 1)'
     """
     from matplotlib.collections import LineCollection
 
@@ -266,7 +271,7 @@ def _draw_route(ax, path, at, side_by_side, n_z, stub, lw, cell_pt, label_ends):
 # --- chapter 12: a GPU node and a fat tree -----------------------------------
 
 def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
-    """One GPU node (one NVLink domain): its GPUs, NVSwitches, NVLinks and NICs. Chapter 12.
+    """One GPU node (one NVLink domain): its GPUs, NVSwitches, NVLinks and NICs.
 
     Every GPU links to every NVSwitch (gid ``"nvlink"``); for the 72 GPUs of
     GB200 NVL72 the links are drawn as one NVLink spine. Each NIC (gid ``"nic"``)
@@ -281,6 +286,14 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
 
     Returns:
         The matplotlib Axes.
+
+    Chapter:
+        12 (GPUs)
+
+    Example:
+        >>> ax = draw_gpu_node("h100")
+        >>> ax.get_title()
+        'h100 node: 8 GPUs joined by 4 NVSwitches'
     """
     from matplotlib.collections import LineCollection
 
@@ -363,7 +376,7 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
 
 
 def draw_fat_tree(topology: GpuCluster, *, ax=None):
-    """The InfiniBand fat tree of a GPU cluster: nodes, leaf switches, spine switches. Chapter 12.
+    """The InfiniBand fat tree of a GPU cluster: nodes, leaf switches, spine switches.
 
     Each level is a row of boxes (gids ``"node"``, ``"leaf"``, ``"spine"``) with its
     count beside it; a level of more than 16 is drawn as its first and last boxes
@@ -378,6 +391,14 @@ def draw_fat_tree(topology: GpuCluster, *, ax=None):
 
     Returns:
         The matplotlib Axes.
+
+    Chapter:
+        12 (GPUs)
+
+    Example:
+        >>> ax = draw_fat_tree(gpu_cluster(128, "h100"))
+        >>> len([p for p in ax.patches if p.get_gid() == "spine"]) > 0
+        True
     """
     from matplotlib.collections import LineCollection
 
@@ -452,7 +473,7 @@ def draw_fat_tree(topology: GpuCluster, *, ax=None):
 # --- chapters 2 and 12: one chip --------------------------------------------
 
 def draw_chip(chip: str | ChipSpec, *, ax=None):
-    """A block diagram of one chip, every figure from the registry. Chapters 2 (TPU) and 12 (GPU).
+    """A block diagram of one chip, every figure from the registry.
 
     A TPU: its TensorCore(s) (gid ``"tensorcore"``), each with its MXUs
     (``mxu_size`` × ``mxu_size`` systolic arrays), VPU and VMEM (size when the
@@ -468,6 +489,14 @@ def draw_chip(chip: str | ChipSpec, *, ax=None):
 
     Returns:
         The matplotlib Axes.
+
+    Chapter:
+        2 (TPUs), 12 (GPUs)
+
+    Example:
+        >>> ax = draw_chip("tpu-v5e")
+        >>> "tpu-v5e" in ax.get_title()
+        True
     """
     spec = _chip(chip)
     if spec.family == "tpu":
@@ -590,7 +619,7 @@ def _draw_gpu_chip(spec: ChipSpec, ax):
 
 def plot_spec_comparison(chips: Iterable[str | ChipSpec] | None = None, *,
                          fields: Sequence[str] = ("bf16_flops_per_s", "hbm_bytes_per_s", "hbm_bytes"), ax=None):
-    """Bars of each chip's figures, one panel per field, on log y axes. Chapters 2 and 12.
+    """Bars of each chip's figures, one panel per field, on log y axes.
 
     TPUs are blue, GPUs green and hatched; a chip without a figure for a field
     (V100 has no bf16) gets no bar and an "n/a" (gid ``"missing"``). Each bar is
@@ -603,6 +632,14 @@ def plot_spec_comparison(chips: Iterable[str | ChipSpec] | None = None, *,
 
     Returns:
         The Axes when there is one field, else the Figure holding one panel per field.
+
+    Chapter:
+        2 (TPUs), 12 (GPUs)
+
+    Example:
+        >>> ax = plot_spec_comparison(["tpu-v5e", "h100"], fields="hbm_bytes_per_s")
+        >>> ax.get_ylabel().splitlines()
+        ['HBM bandwidth', '(bytes/s)']
     """
     import matplotlib.pyplot as plt
 

@@ -87,7 +87,7 @@ def critical_intensity(chip, *, dtype="bf16", bandwidth="hbm"):
         >>> round(critical_intensity("tpu-v5e"))
         240
         >>> round(critical_intensity("h100", dtype="fp8"))
-        590
+        597
     """
     spec, dtype, bandwidth, C, W = _rates(chip, dtype, bandwidth)
     return Derivation(f"I_crit({spec.name}, {dtype}, {bandwidth})", "C / W",

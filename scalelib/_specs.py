@@ -74,9 +74,16 @@ def dtype_name(dtype, *, arg: str = "dtype") -> str:
     Accepts the course's names, numpy's and JAX's names (``"bfloat16"``,
     ``"float32"``) and dtype objects (``np.float32``, ``jnp.bfloat16``).
 
-    >>> import numpy as np
-    >>> dtype_name("bfloat16"), dtype_name(np.float32), dtype_name("fp8")
-    ('bf16', 'f32', 'fp8')
+    Returns:
+        one of the names of :data:`DTYPES` (str).
+
+    Chapter:
+        1 (Rooflines)
+
+    Example:
+        >>> import numpy as np
+        >>> dtype_name("bfloat16"), dtype_name(np.float32), dtype_name("fp8")
+        ('bf16', 'f32', 'fp8')
     """
     if isinstance(dtype, str):
         key = dtype.strip().lower()
@@ -98,6 +105,9 @@ def dtype_name(dtype, *, arg: str = "dtype") -> str:
 @derivable
 def bytes_per_value(dtype) -> float:
     """Bytes one value of `dtype` takes (B): 4 for f32, 2 for bf16, 1 for int8 and fp8, ½ for int4 and fp4.
+
+    Formula:
+        bytes per value = bits per value / 8
 
     Args:
         dtype: a dtype name or object (``"bf16"``, ``"bfloat16"``, ``jnp.bfloat16``).
@@ -241,7 +251,18 @@ class ChipSpec:
         return f"ChipSpec({', '.join(parts)})"
 
     def source_of(self, field_name: str) -> str:
-        """Where the figure `field_name` comes from: ``chip("h100").source_of("hbm_bytes_per_s")``."""
+        """Where the figure `field_name` comes from: the field's own source, else the chip's.
+
+        Returns:
+            the source, in words (str).
+
+        Chapter:
+            1 (Rooflines)
+
+        Example:
+            >>> chip("tpu-v5e").source_of("fast_mem_bytes_per_core")[:35]
+            'Google Cloud TPU documentation (TPU'
+        """
         names = [f.name for f in dataclasses.fields(self)]
         if not isinstance(field_name, str) or field_name not in names:
             raise unknown("ChipSpec field", field_name, names, arg="field_name")
@@ -259,6 +280,9 @@ class ChipSpec:
     def peak_flops_per_s(self, *, dtype="bf16"):
         """Peak dense FLOP/s (OP/s for integers) of this chip in `dtype`: the C of the rooflines.
 
+        Formula:
+            C = the chip's published peak for `dtype` (int4 runs on the int8 units)
+
         Returns:
             FLOP/s.
 
@@ -267,7 +291,7 @@ class ChipSpec:
 
         Example:
             >>> chip("h100").peak_flops_per_s(dtype="fp8")
-            1.979e+15
+            2000000000000000.0
         """
         name = dtype_name(dtype)
         value = getattr(self, DTYPES[name][0])
@@ -282,6 +306,9 @@ class ChipSpec:
     @derivable
     def bytes_per_s(self, *, bandwidth="hbm"):
         """Bandwidth in bytes/s of one link kind: the W of the rooflines.
+
+        Formula:
+            W = the chip's published bandwidth of that link
 
         Args:
             bandwidth: ``"hbm"``, ``"ici"`` (one way, per link), ``"ici_bidirectional"``
@@ -315,13 +342,16 @@ class ChipSpec:
         The variant's source says what it was derived from; it is not registered
         (pass it to :func:`register_chip` to look it up by name).
 
+        Returns:
+            a new :class:`ChipSpec`.
+
         Chapter:
             1 (Rooflines)
 
         Example:
             >>> fast = chip("h100").derive("h100-fast-hbm", hbm_bytes_per_s=4e12)
             >>> fast.name, fast.hbm_bytes_per_s, round(fast.peak_flops_per_s() / fast.bytes_per_s())
-            ('h100-fast-hbm', 4000000000000.0, 247)
+            ('h100-fast-hbm', 4000000000000.0, 248)
         """
         if not isinstance(name, str) or not name.strip():
             raise InvalidValueError(f"`name` must be a non-empty string, got {shown(name)}")
@@ -474,7 +504,8 @@ class ChipNames(tuple):
 def chips(family: str | None = None) -> ChipNames:
     """Names of the chips in the registry, optionally of one `family` ("tpu", "gpu" or "cpu").
 
-    The result is a tuple of names that prints each with its aliases.
+    Returns:
+        a tuple of names (:class:`ChipNames`) that prints each with its aliases.
 
     Chapter:
         2 (TPUs), 12 (GPUs)
@@ -498,6 +529,9 @@ def chip(name: str | ChipSpec, *, arg: str = "chip") -> ChipSpec:
 
     A modified copy of a registered chip that keeps its name (``dataclasses.replace(hw.h100, ...)``)
     is refused: it would be reported under the wrong name. Use :meth:`ChipSpec.derive`.
+
+    Returns:
+        a :class:`ChipSpec`.
 
     Chapter:
         1 (Rooflines)

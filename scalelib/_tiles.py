@@ -227,7 +227,7 @@ def search_tiles(M, N, K, chip, *, dtype="bf16", sizes=TILE_SIZES, k_steps=K_STE
     Example:
         >>> tiles = search_tiles(4096, 4096, 4096, "h100")
         >>> (tiles[0].bm, tiles[0].bn), tiles[0].bound
-        ((256, 128), 'compute')
+        ((128, 256), 'compute')
     """
     tiles, ctx = _search(M, N, K, chip, dtype, sizes, k_steps, stages)
     return _tile_derivation(tiles[0], ctx, tiles)
@@ -252,7 +252,7 @@ def best_tile(M, N, K, chip, *, dtype="bf16", sizes=TILE_SIZES, k_steps=K_STEPS,
     Example:
         >>> t = best_tile(2**20, 8192, 8192, "h100")
         >>> t.bm, t.bn, t.bound
-        (256, 128, 'compute')
+        (128, 256, 'compute')
     """
     tiles, ctx = _search(M, N, K, chip, dtype, sizes, k_steps, stages)
     return _tile_derivation(tiles[0], ctx, tiles[0])

@@ -124,6 +124,7 @@ class TpuSlice(_Totals):
         2 (TPUs)
 
     Example:
+        >>> from scalelib import chip
         >>> TpuSlice(chip("tpu-v5e"), (4, 16), (False, True))
         TpuSlice(tpu-v5e, X=4, Y=16↻; 64 chips)
     """
@@ -188,6 +189,12 @@ class TpuSlice(_Totals):
     def axes(self, axes=None) -> tuple[str, ...]:
         """The axis names `axes` stands for, each at most once: ``None`` (all), ``"X"``, ``"XY"``, ``("X", "Y")``.
 
+        Returns:
+            a tuple of axis names.
+
+        Chapter:
+            2 (TPUs), 3 (Sharded matrices)
+
         Example:
             >>> tpu_slice((16, 16), "tpu-v5e").axes("YX")
             ('Y', 'X')
@@ -210,8 +217,19 @@ class TpuSlice(_Totals):
         )
 
     def axis_bytes_per_s(self, axis) -> float:
-        """Bandwidth one chip has along `axis` for a collective (B/s): bidirectional per
-        link (both ring directions) with wraparound, one-way per link without it; 0 on an axis of 1 chip."""
+        """Bandwidth one chip has along `axis` for a collective: bidirectional per link (both
+        ring directions) with wraparound, one-way per link without it; 0 on an axis of 1 chip.
+
+        Returns:
+            B/s.
+
+        Chapter:
+            2 (TPUs), 3 (Sharded matrices)
+
+        Example:
+            >>> tpu_pod("tpu-v5e").axis_bytes_per_s("X"), tpu_slice((4, 4), "tpu-v5e").axis_bytes_per_s("X")
+            (90000000000.0, 45000000000.0)
+        """
         if not (isinstance(axis, str) and axis.upper() in self.axis_names):
             raise InvalidValueError(f"`axis` must be one axis name of {self!r} ({', '.join(self.axis_names)}), "
                                     f"got {shown(axis)}")
@@ -260,7 +278,18 @@ class TpuSlice(_Totals):
         return Derivation("hops", "Σ |Δ| per axis (the shorter way round a ring)", lambda: f"{a} → {b}", total, "")
 
     def route(self, a, b) -> list[tuple[int, ...]]:
-        """The chips a shortest dimension-ordered route visits from `a` to `b`, both included."""
+        """The chips a shortest dimension-ordered route visits from `a` to `b`, both included.
+
+        Returns:
+            a list of chip coordinates, one more than :meth:`hops`.
+
+        Chapter:
+            2 (TPUs)
+
+        Example:
+            >>> tpu_pod("tpu-v5e").route((0, 0), (15, 1))
+            [(0, 0), (15, 0), (15, 1)]
+        """
         a, b = self._coords("a", a), self._coords("b", b)
         path, here = [a], list(a)
         for i, (n, wrap) in enumerate(zip(self.shape, self.wraparound)):
@@ -377,7 +406,18 @@ class TpuSlice(_Totals):
                           self.num_chips * per_chip, "B/s")
 
     def summary(self) -> str:
-        """One line: size, peak FLOP/s, HBM, bisection bandwidth, hosts."""
+        """One line: size, peak FLOP/s, HBM, bisection bandwidth, hosts.
+
+        Returns:
+            str.
+
+        Chapter:
+            2 (TPUs)
+
+        Example:
+            >>> tpu_slice((4, 4), "tpu-v5e").summary()
+            'TpuSlice(tpu-v5e, X=4, Y=4; 16 chips): 3.15e15 FLOP/s bf16, 256 GB HBM, bisection 360 GB/s, 2 host(s)'
+        """
         return (f"{self!r}: {fmt(self.total_flops_per_s(), 'FLOP/s')} bf16, {fmt(self.total_hbm_bytes(), 'B')} HBM, "
                 f"bisection {fmt(self.bisection_bytes_per_s(), 'B/s')}, {self.num_hosts} host(s)")
 
@@ -476,6 +516,7 @@ class GpuCluster(_Totals):
         12 (GPUs)
 
     Example:
+        >>> from scalelib import chip
         >>> GpuCluster(chip("h100"), 4)
         GpuCluster(h100, 4 node(s) x 8 GPUs = 32 GPUs)
     """
@@ -632,7 +673,18 @@ class GpuCluster(_Totals):
                           self.num_nodes * W.value, "B/s", (W,))
 
     def summary(self) -> str:
-        """One line: size, peak FLOP/s, HBM, switches, bisection bandwidth."""
+        """One line: size, peak FLOP/s, HBM, switches, bisection bandwidth.
+
+        Returns:
+            str.
+
+        Chapter:
+            12 (GPUs)
+
+        Example:
+            >>> gpu_cluster(32, "h100").summary()
+            'GpuCluster(h100, 32 node(s) x 8 GPUs = 256 GPUs): 2.53e17 FLOP/s bf16, 20.5 TB HBM, 8 leaf and 4 spine switches, bisection 12.8 TB/s'
+        """
         return (f"{self!r}: {fmt(self.total_flops_per_s(), 'FLOP/s')} bf16, {fmt(self.total_hbm_bytes(), 'B')} HBM, "
                 f"{self.num_leaf_switches} leaf and {self.num_spine_switches} spine switches, "
                 f"bisection {fmt(self.bisection_bytes_per_s(), 'B/s')}")

@@ -1,0 +1,35 @@
+"""Every example in scalelib's docstrings runs and prints what it says (the examples are the docs)."""
+
+import doctest
+import importlib
+import pkgutil
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pytest
+
+import scalelib
+
+MODULES = ["scalelib"] + sorted(
+    f"scalelib.{m.name}" for m in pkgutil.iter_modules(scalelib.__path__) if not m.name.startswith("__"))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run_as_written(name):
+    module = importlib.import_module(name)
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(module, name):
+        runner.run(test)
+    plt.close("all")
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} docstring example(s) of {name} failed (see the output above)"
+
+
+def test_the_library_has_examples_to_run():
+    finder = doctest.DocTestFinder()
+    examples = sum(len(t.examples) for name in MODULES for t in finder.find(importlib.import_module(name), name))
+    assert examples >= 100
