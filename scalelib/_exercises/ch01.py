@@ -9,7 +9,7 @@ Facts and formulas follow ch. 1 "All About Rooflines" of How to Scale Your Model
 from __future__ import annotations
 
 from .._check import Exercise, register
-from .._derivation import Derivation, q
+from .._derivation import Derivation, explain, q
 from .._roofline import (
     arithmetic_intensity,
     critical_batch_size,
@@ -17,7 +17,7 @@ from .._roofline import (
     matmul_flops,
     matmul_intensity,
     matmul_roofline,
-    t_comms,
+    t_comms_s,
 )
 from .._specs import DTYPES, ChipSpec, bytes_per_value, chip
 
@@ -33,10 +33,10 @@ def _factor(a: float, b: float) -> float:
 register(Exercise(
     id="1.1",
     title="Critical intensity of an H100 in fp8",
-    reference=lambda: critical_intensity("h100", "fp8", "hbm", explain=True),
+    reference=lambda: explain(critical_intensity, "h100", dtype="fp8"),
     unit="FLOP/B",
     mistakes={
-        _factor(critical_intensity("h100", "bf16"), critical_intensity("h100", "fp8")):
+        _factor(critical_intensity("h100", dtype="bf16"), critical_intensity("h100", dtype="fp8")):
             "about a factor of 2: that is the bf16 critical intensity; the fp8 rate is about twice the bf16 one",
     },
 ))
@@ -47,7 +47,7 @@ register(Exercise(
 def _intensity_of_matmul(B, D, F, bytes_per_value):
     """Reference for 1.2: the registry dtype with that many bytes per value, then matmul_intensity."""
     dtype = next(name for name, (_, size) in DTYPES.items() if size == bytes_per_value)
-    return matmul_intensity(B, D, F, dtype)
+    return matmul_intensity(B, D, F, dtype=dtype)
 
 
 register(Exercise(
@@ -75,20 +75,20 @@ register(Exercise(
 _1_3 = dict(B=1024, D=4096, F=4096)
 
 
-def _per_example_weights_intensity(explain: bool = True):
-    """Reference for 1.3: each of the B rows has its own [D, F] weight matrix (einsum bd,bdf->bf)."""
+def _per_example_weights_counts() -> tuple[float, float]:
+    """(FLOPs, bytes) for 1.3: each of the B rows has its own [D, F] weight matrix (einsum bd,bdf->bf)."""
     B, D, F = _1_3["B"], _1_3["D"], _1_3["F"]
     nbytes = (B * D + B * D * F + B * F) * bytes_per_value("bf16")
-    return arithmetic_intensity(matmul_flops(B, D, F), nbytes, explain=explain)
+    return matmul_flops(B, D, F), nbytes
 
 
 register(Exercise(
     id="1.3",
     title="Intensity when every example has its own weights",
-    reference=_per_example_weights_intensity,
+    reference=lambda: explain(arithmetic_intensity, *_per_example_weights_counts()),
     unit="FLOP/B",
     mistakes={
-        _factor(matmul_intensity(**_1_3), _per_example_weights_intensity(explain=False)):
+        _factor(matmul_intensity(**_1_3), arithmetic_intensity(*_per_example_weights_counts())):
             "you counted one weight matrix shared by the whole batch; here each of the B examples "
             "brings its own [D, F] matrix, so the weight bytes grow with B as fast as the FLOPs do",
     },
@@ -97,12 +97,13 @@ register(Exercise(
 
 # 1.4 -------------------------------------------------------------------------
 
-_1_4 = matmul_roofline(128, 4096, 16384, "tpu-v5e")
+_1_4_ARGS = (128, 4096, 16384, "tpu-v5e")
+_1_4 = matmul_roofline(*_1_4_ARGS)
 
 register(Exercise(
     id="1.4",
     title="Lower bound on the time of a small-batch matmul on TPU v5e",
-    reference=_1_4.explain,
+    reference=lambda: explain(matmul_roofline, *_1_4_ARGS),
     unit="s",
     mistakes={
         _factor(_1_4.t_math_s, _1_4.t_lower_s):
@@ -126,7 +127,7 @@ def _matmul_time_lower_bound(B, D, F, C, W):
 
 def _rates(name: str) -> dict:
     spec = chip(name)
-    return dict(C=spec.flops_per_s("bf16"), W=spec.bandwidth("hbm"))
+    return dict(C=spec.peak_flops_per_s(dtype="bf16"), W=spec.bytes_per_s(bandwidth="hbm"))
 
 
 register(Exercise(
@@ -153,7 +154,7 @@ register(Exercise(
 register(Exercise(
     id="1.6",
     title="Compute- or memory-bound: int8 weights, bf16 arithmetic",
-    reference=lambda: matmul_roofline(200, 8192, 8192, "tpu-v5e", "bf16", weight_dtype="int8").bound,
+    reference=lambda: matmul_roofline(200, 8192, 8192, "tpu-v5e", dtype="bf16", weight_dtype="int8").bound,
     kind="choice",
     choices=("compute", "memory"),
 ))
@@ -164,7 +165,7 @@ register(Exercise(
 register(Exercise(
     id="1.7",
     title="Critical batch size on TPU v5p with int8 weights",
-    reference=lambda: critical_batch_size("tpu-v5p", "bf16", weight_dtype="int8", explain=True),
+    reference=lambda: explain(critical_batch_size, "tpu-v5p", dtype="bf16", weight_dtype="int8"),
     unit="tokens",
     mistakes={
         2.0: "a factor of 2: either you counted 2 bytes per weight (int8 weights take 1), or you used the "
@@ -178,7 +179,7 @@ register(Exercise(
 register(Exercise(
     id="1.8",
     title="Critical batch size of a small matmul on TPU v5e",
-    reference=lambda: critical_batch_size("tpu-v5e", "bf16", D=1024, F=1024, explain=True),
+    reference=lambda: explain(critical_batch_size, "tpu-v5e", dtype="bf16", D=1024, F=1024),
     unit="tokens",
     mistakes={
         _factor(critical_batch_size("tpu-v5e", D=1024, F=1024), critical_batch_size("tpu-v5e")):
@@ -195,11 +196,11 @@ _1_9_PARAMS = 70e9
 register(Exercise(
     id="1.9",
     title="Time to read a 70B-parameter model's weights on one H200",
-    reference=lambda: t_comms(_1_9_PARAMS * bytes_per_value("bf16"), "h200", "hbm", explain=True),
+    reference=lambda: explain(t_comms_s, _1_9_PARAMS * bytes_per_value("bf16"), "h200", bandwidth="hbm"),
     unit="s",
     mistakes={
         2.0: "a factor of 2: a bf16 parameter takes 2 bytes",
-        _factor(chip("h200").bandwidth("hbm"), chip("h100").bandwidth("hbm")):
+        _factor(chip("h200").bytes_per_s(bandwidth="hbm"), chip("h100").bytes_per_s(bandwidth="hbm")):
             "you used the H100's HBM bandwidth; the H200 has faster memory (take `sl.chip('h200').hbm_bytes_per_s`)",
     },
 ))
@@ -212,10 +213,11 @@ _1_10 = dict(B=2048, F=16384)
 register(Exercise(
     id="1.10",
     title="Time to exchange partial sums between two TPU v5e chips",
-    reference=lambda: t_comms(_1_10["B"] * _1_10["F"] * bytes_per_value("bf16"), "tpu-v5e", "ici", explain=True),
+    reference=lambda: explain(t_comms_s, _1_10["B"] * _1_10["F"] * bytes_per_value("bf16"), "tpu-v5e",
+                              bandwidth="ici"),
     unit="s",
     mistakes={
-        _factor(chip("tpu-v5e").bandwidth("ici_bidirectional"), chip("tpu-v5e").bandwidth("ici")):
+        _factor(chip("tpu-v5e").bytes_per_s(bandwidth="ici_bidirectional"), chip("tpu-v5e").bytes_per_s(bandwidth="ici")):
             "a factor of 2: the partial sums cross the link in one direction at the one-way bandwidth "
             "(`ici_link_bytes_per_s_one_way`), not the bidirectional figure; and each bf16 value is 2 bytes",
     },
@@ -224,13 +226,10 @@ register(Exercise(
 
 # 1.11 ------------------------------------------------------------------------
 
-def _min_contracting_dim(explain: bool = True):
+def _min_contracting_dim() -> Derivation:
     """Reference for 1.11: two chips split D; each does B·D·F FLOPs and sends 2·B·F bytes, so D/2 > C / W_ici."""
-    ci = critical_intensity("tpu-v5e", "bf16", "ici", explain=True)
-    value = 2 * ci.value
-    if not explain:
-        return value
-    return Derivation("D_min", "2 · C / W_ici", f"2 · {q(ci.value)}", value, "", (ci,))
+    ci = explain(critical_intensity, "tpu-v5e", dtype="bf16", bandwidth="ici")
+    return Derivation("D_min", "2 · C / W_ici", f"2 · {q(ci.value)}", 2 * ci.value, "", (ci,))
 
 
 register(Exercise(

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 from .._check import Exercise, register
-from .._derivation import Derivation, q
-from .._roofline import critical_batch_size, critical_intensity, t_comms
+from .._derivation import Derivation, explain, q
+from .._roofline import critical_batch_size, t_comms_s
 from .._specs import bytes_per_value, chip
 from .._topology import ICI_HOP_LATENCY_S, tpu_pod, tpu_slice
 
@@ -28,10 +28,10 @@ def _factor(a: float, b: float) -> float:
 _2_1 = dict(params=70e9, chips=16, chip="tpu-v5e")
 
 
-def _sampling_latency_bound(explain: bool = True):
+def _sampling_latency_bound() -> Derivation:
     """Reference for 2.1: each chip streams its 1/16 share of the bf16 weights from its own HBM."""
     per_chip = _2_1["params"] * bytes_per_value("bf16") / _2_1["chips"]
-    return t_comms(per_chip, _2_1["chip"], "hbm", explain=explain)
+    return explain(t_comms_s, per_chip, _2_1["chip"], bandwidth="hbm")
 
 
 register(Exercise(
@@ -49,17 +49,13 @@ register(Exercise(
 
 # 2.2 -------------------------------------------------------------------------
 
-def _pod_flops(name: str, explain: bool = True):
-    return tpu_pod(name).total_flops_per_s("bf16", explain=explain)
-
-
 register(Exercise(
     id="2.2",
     title="Peak bf16 FLOP/s of a full TPU v6e pod",
-    reference=lambda: _pod_flops("tpu-v6e"),
+    reference=lambda: explain(tpu_pod("tpu-v6e").total_flops_per_s, dtype="bf16"),
     unit="FLOP/s",
     mistakes={
-        _factor(chip("tpu-v6e").flops_per_s("int8"), chip("tpu-v6e").flops_per_s("bf16")):
+        _factor(chip("tpu-v6e").peak_flops_per_s(dtype="int8"), chip("tpu-v6e").peak_flops_per_s(dtype="bf16")):
             "a factor of 2: that is the int8 rate (`int8_ops_per_s`); the question asks for bf16",
         float(math.prod(chip("tpu-v6e").host_shape)):
             f"a factor of {math.prod(chip('tpu-v6e').host_shape)}: you multiplied by the number of hosts "
@@ -71,14 +67,10 @@ register(Exercise(
 
 # 2.3 -------------------------------------------------------------------------
 
-def _pod_hbm(name: str, explain: bool = True):
-    return tpu_pod(name).total_hbm(explain=explain)
-
-
 register(Exercise(
     id="2.3",
     title="Total HBM of a full TPU7x (Ironwood) pod",
-    reference=lambda: _pod_hbm("tpu7x"),
+    reference=lambda: explain(tpu_pod("tpu7x").total_hbm_bytes),
     unit="B",
     mistakes={
         float(chip("tpu7x").cores): "a factor of 2: `hbm_bytes` is per chip, shared by its two TensorCores; "
@@ -92,7 +84,7 @@ register(Exercise(
 def _torus_hops(a, b, shape, wraparound):
     """Reference for 2.4: the hops of a slice of that shape (a v5e for 2D, a v4p for 3D)."""
     name = "tpu-v5e" if len(shape) == 2 else "tpu-v4p"
-    return tpu_slice(name, shape, wraparound).hops(a, b)
+    return tpu_slice(shape, name, wraparound=wraparound).hops(a, b)
 
 
 register(Exercise(
@@ -120,23 +112,28 @@ register(Exercise(
 _2_5 = dict(nbytes=512 * 1024 * 2, a=(0, 0), b=(12, 12))
 
 
-def _p2p(wraparound=None, hop_latency_s=ICI_HOP_LATENCY_S, explain: bool = True):
-    pod = tpu_slice("tpu-v5e", chip("tpu-v5e").pod_shape, wraparound)
-    return pod.p2p_time_s(_2_5["nbytes"], _2_5["a"], _2_5["b"], hop_latency_s, explain=explain)
+def _v5e_pod(wraparound=None):
+    """The full 16x16 TPU v5e pod of 2.5, with its wraparound links unless `wraparound` says otherwise."""
+    return tpu_slice(chip("tpu-v5e").pod_shape, "tpu-v5e", wraparound=wraparound)
+
+
+def _p2p(wraparound=None, hop_latency_s=ICI_HOP_LATENCY_S) -> float:
+    """2.5's transfer time (s), on the pod with or without wraparound and with the given hop latency."""
+    return _v5e_pod(wraparound).p2p_time_s(_2_5["nbytes"], _2_5["a"], _2_5["b"], hop_latency_s=hop_latency_s)
 
 
 register(Exercise(
     id="2.5",
     title="Sending 1 MiB across a TPU v5e pod",
-    reference=_p2p,
+    reference=lambda: explain(_v5e_pod().p2p_time_s, _2_5["nbytes"], _2_5["a"], _2_5["b"]),
     unit="s",
     mistakes={
-        _factor(_p2p(wraparound=False, explain=False), _p2p(explain=False)):
+        _factor(_p2p(wraparound=False), _p2p()):
             "you routed the long way, 12 + 12 hops; the full 16x16 pod has wraparound links, "
             "so 12 steps forward on an axis are 4 steps backward",
-        _factor(_p2p(hop_latency_s=0.0, explain=False), _p2p(explain=False)):
+        _factor(_p2p(hop_latency_s=0.0), _p2p()):
             "you left out the latency of the hops (about 1 µs each); at this size it is a good part of the time",
-        _factor(_p2p(explain=False),
+        _factor(_p2p(),
                 8 * ICI_HOP_LATENCY_S + _2_5["nbytes"] / chip("tpu-v5e").ici_link_bytes_per_s_bidirectional):
             "you used the bidirectional bandwidth; one message travels one way along its route, "
             "at `ici_link_bytes_per_s_one_way`",
@@ -146,9 +143,9 @@ register(Exercise(
 
 # 2.6 -------------------------------------------------------------------------
 
-def _pcie_batch(explain: bool = True):
+def _pcie_batch() -> Derivation:
     """Reference for 2.6: intensity ≈ 2·B·D·F / (2·D·F) = B against the PCIe roofline."""
-    return critical_batch_size("tpu-v6e", "bf16", bandwidth="pcie", explain=explain)
+    return explain(critical_batch_size, "tpu-v6e", dtype="bf16", bandwidth="pcie")
 
 
 register(Exercise(
@@ -157,7 +154,7 @@ register(Exercise(
     reference=_pcie_batch,
     unit="tokens",
     mistakes={
-        _factor(chip("tpu-v6e").bandwidth("hbm"), chip("tpu-v6e").bandwidth("pcie")):
+        _factor(chip("tpu-v6e").bytes_per_s(bandwidth="hbm"), chip("tpu-v6e").bytes_per_s(bandwidth="pcie")):
             "you used the HBM bandwidth; the weights come from host memory over PCIe (`pcie_bytes_per_s`)",
     },
 ))
@@ -165,15 +162,13 @@ register(Exercise(
 
 # 2.7 -------------------------------------------------------------------------
 
-def _mxus_per_core(explain: bool = True):
+def _mxus_per_core() -> Derivation:
     """Reference for 2.7: C / (cores · 2·n² · f), with 2·n² FLOPs per cycle from an n x n systolic array."""
     spec = chip("tpu-v5e")
     n, f = spec.mxu_size, spec.clock_ghz_boost * 1e9
     per_cycle = Derivation("FLOPs per cycle of one MXU", "2·n²", f"2·{n}²", 2 * n * n, "FLOP/cycle")
     per_mxu = Derivation("C_MXU", "2·n² · f", f"{q(2 * n * n)} · {q(f, 'Hz')}", 2 * n * n * f, "FLOP/s", (per_cycle,))
     value = spec.bf16_flops_per_s / (spec.cores * per_mxu.value)
-    if not explain:
-        return value
     return Derivation("MXUs per TensorCore", "C / (cores · C_MXU)",
                       f"{q(spec.bf16_flops_per_s, 'FLOP/s')} / ({spec.cores} · {q(per_mxu.value, 'FLOP/s')})",
                       value, "", (per_mxu,))
@@ -198,7 +193,7 @@ _2_8_CHOICES = ("X", "Y", "both", "neither")
 
 
 def _wrapping_axes():
-    wrap = tpu_slice("tpu-v5e", _2_8_SHAPE).wraparound
+    wrap = tpu_slice(_2_8_SHAPE, "tpu-v5e").wraparound
     return {(True, True): "both", (False, False): "neither", (True, False): "X", (False, True): "Y"}[wrap]
 
 
@@ -216,12 +211,12 @@ register(Exercise(
 _2_9 = dict(params=8e9, chip="tpu-v5e")
 
 
-def _host_load(explain: bool = True):
+def _host_load() -> Derivation:
     """Reference for 2.9: the host's chips each load their 1/8 share over their own PCIe link."""
     spec = chip(_2_9["chip"])
     chips = math.prod(spec.host_shape)
     per_chip = _2_9["params"] * bytes_per_value("bf16") / chips
-    return t_comms(per_chip, spec, "pcie", explain=explain)
+    return explain(t_comms_s, per_chip, spec, bandwidth="pcie")
 
 
 register(Exercise(
@@ -241,17 +236,13 @@ register(Exercise(
 _2_10 = dict(params=70e9, shape=(8, 16, 16), chip="tpu-v5p")
 
 
-def _dcn_gradients(explain: bool = True):
+def _dcn_gradients() -> Derivation:
     """Reference for 2.10: bf16 gradients leave a slice through every chip's share of DCN."""
-    piece = tpu_slice(_2_10["chip"], _2_10["shape"])
+    piece = tpu_slice(_2_10["shape"], _2_10["chip"])
     nbytes = _2_10["params"] * bytes_per_value("bf16")
-    W = piece.dcn_bytes_per_s
-    value = nbytes / W
-    if not explain:
-        return value
-    slice_W = Derivation("W_dcn(slice)", "chips · W_dcn per chip",
-                         f"{piece.num_chips} · {q(piece.spec.dcn_bytes_per_s_per_chip, 'B/s')}", W, "B/s")
-    return Derivation("T_dcn", "bytes / W_dcn(slice)", f"{q(nbytes, 'B')} / {q(W, 'B/s')}", value, "s", (slice_W,))
+    W = explain(piece.dcn_bytes_per_s)
+    return Derivation("T_dcn", "nbytes / W_dcn", f"{q(nbytes, 'B')} / {q(W.value, 'B/s')}", nbytes / W.value,
+                      "s", (W,))
 
 
 register(Exercise(
@@ -260,7 +251,7 @@ register(Exercise(
     reference=_dcn_gradients,
     unit="s",
     mistakes={
-        _factor(chip("tpu-v5p").bandwidth("ici"), chip("tpu-v5p").bandwidth("dcn")):
+        _factor(chip("tpu-v5p").bytes_per_s(bandwidth="ici"), chip("tpu-v5p").bytes_per_s(bandwidth="dcn")):
             "you used the ICI link bandwidth; between slices the data crosses the data-center network, "
             "at `dcn_bytes_per_s_per_chip` for every chip of the slice",
         2.0: "a factor of 2: a bf16 gradient takes 2 bytes",

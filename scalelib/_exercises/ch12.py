@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._check import Exercise, register
-from .._collectives import allgather_time, allreduce_time, alltoall_time
-from .._derivation import Derivation, q
+from .._collectives import allgather_time_s, allreduce_time_s, alltoall_time_s
+from .._derivation import Derivation, explain, q
 from .._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
 from .._roofline import critical_intensity
 from .._specs import DTYPES, bytes_per_value, chip
@@ -37,24 +37,23 @@ def _dtype_of_size(size: float) -> str:
 register(Exercise(
     id="12.1",
     title="Critical intensities of a B200 in bf16 and in fp8",
-    reference=lambda: np.array([critical_intensity("b200", "bf16"), critical_intensity("b200", "fp8")]),
+    reference=lambda: np.array([critical_intensity("b200", dtype="bf16"), critical_intensity("b200", dtype="fp8")]),
     unit="FLOP/B",
 ))
 
 
 # 12.2 ------------------------------------------------------------------------
 
-def _sms_per_tensorcore(explain: bool = True):
+def _sms_per_tensorcore() -> Derivation:
     """Reference for 12.2: a TPU v5p TensorCore's bf16 rate over an H100 SM's."""
     v5p, h100 = chip("tpu-v5p"), chip("h100")
-    per_core = v5p.flops_per_s("bf16") / v5p.cores
-    per_sm = h100.flops_per_s("bf16") / h100.cores
+    C_v5p, C_h100 = v5p.peak_flops_per_s(dtype="bf16"), h100.peak_flops_per_s(dtype="bf16")
+    per_core = C_v5p / v5p.cores
+    per_sm = C_h100 / h100.cores
     value = per_core / per_sm
-    if not explain:
-        return value
     core = Derivation("C per v5p TensorCore", "C_v5p / TensorCores",
-                      f"{q(v5p.flops_per_s('bf16'), 'FLOP/s')} / {v5p.cores}", per_core, "FLOP/s")
-    sm = Derivation("C per H100 SM", "C_h100 / SMs", f"{q(h100.flops_per_s('bf16'), 'FLOP/s')} / {h100.cores}",
+                      f"{q(C_v5p, 'FLOP/s')} / {v5p.cores}", per_core, "FLOP/s")
+    sm = Derivation("C per H100 SM", "C_h100 / SMs", f"{q(C_h100, 'FLOP/s')} / {h100.cores}",
                     per_sm, "FLOP/s")
     return Derivation("SMs per TensorCore", "C per TensorCore / C per SM",
                       f"{q(per_core, 'FLOP/s')} / {q(per_sm, 'FLOP/s')}", value, "", (core, sm))
@@ -73,13 +72,11 @@ register(Exercise(
 
 # 12.3 ------------------------------------------------------------------------
 
-def _onchip_fast_memory(explain: bool = True):
+def _onchip_fast_memory() -> Derivation:
     """Reference for 12.3: (SMEM + register file) per SM, times the SMs of an H100."""
     h100 = chip("h100")
     per_sm = h100.fast_mem_bytes_per_core + h100.registers_bytes_per_core
     value = h100.cores * per_sm
-    if not explain:
-        return value
     return Derivation("SMEM + registers", "SMs · (SMEM per SM + registers per SM)",
                       f"{h100.cores} · ({q(h100.fast_mem_bytes_per_core, 'B')} + {q(h100.registers_bytes_per_core, 'B')})",
                       value, "B")
@@ -109,7 +106,7 @@ _12_4 = dict(bm=128, bn=256, bk=64, stages=3)
 register(Exercise(
     id="12.4",
     title="Shared memory needed by a pipelined matmul tile",
-    reference=lambda: tile_smem_bytes(**_12_4, dtype="bf16", explain=True),
+    reference=lambda: explain(tile_smem_bytes, **_12_4, dtype="bf16"),
     unit="B",
     mistakes={
         float(_12_4["stages"]): "a factor of the number of stages: each of the 3 pipeline stages holds its own "
@@ -124,7 +121,7 @@ register(Exercise(
 
 def _tile_intensity(bm, bn, bytes_per_value):
     """Reference for 12.5: scalelib's long-K tile intensity in the dtype of that size."""
-    return tile_intensity(bm, bn, _dtype_of_size(bytes_per_value))
+    return tile_intensity(bm, bn, dtype=_dtype_of_size(bytes_per_value))
 
 
 register(Exercise(
@@ -151,14 +148,12 @@ register(Exercise(
 _12_6 = dict(M=6144, N=6144, K=8192, bm=128, bn=256)
 
 
-def _wave_efficiency(explain: bool = True):
+def _wave_efficiency() -> Derivation:
     """Reference for 12.6: the 128 x 256 tile of the search, useful tile slots over all slots of its waves."""
     cores = chip("h100").cores
     tile = next(t for t in search_tiles(_12_6["M"], _12_6["N"], _12_6["K"], "h100")
                 if (t.bm, t.bn) == (_12_6["bm"], _12_6["bn"]))
     value = tile.num_tiles / (tile.waves * cores)
-    if not explain:
-        return value
     return Derivation("wave efficiency", "tiles / (waves · SMs)", f"{tile.num_tiles} / ({tile.waves} · {cores})",
                       value, "")
 
@@ -170,7 +165,7 @@ register(Exercise(
     title="How full the waves of a 128 x 256 tile are on an H100",
     reference=_wave_efficiency,
     mistakes={
-        _factor(_wave_efficiency(False), _12_6_TILES / (_12_6_TILES // chip("h100").cores * chip("h100").cores)):
+        _factor(_wave_efficiency().value, _12_6_TILES / (_12_6_TILES // chip("h100").cores * chip("h100").cores)):
             "you rounded the number of waves down; the last, partly filled wave still takes a whole wave's time, "
             "so round up",
     },
@@ -200,12 +195,12 @@ register(Exercise(
 
 _12_8 = dict(D=8192, F=28672)
 _12_8_BYTES = _12_8["D"] * _12_8["F"] * bytes_per_value("bf16")
-_NODE = gpu_cluster("h100")
+_NODE = gpu_cluster(1, "h100")
 
 register(Exercise(
     id="12.8",
     title="AllGather of an MLP weight inside an 8-GPU H100 node",
-    reference=lambda: allgather_time(_12_8_BYTES, _NODE, group=8, explain=True),
+    reference=lambda: explain(allgather_time_s, _12_8_BYTES, _NODE, group=8),
     unit="s",
     mistakes={
         8 / 7: "a factor of 8/7: each GPU already holds its own eighth, so it receives only (N − 1)/N of the array",
@@ -218,12 +213,13 @@ register(Exercise(
 # 12.9 ------------------------------------------------------------------------
 
 _12_9 = dict(params=8e9, nodes=16)
-_12_9_CLUSTER = gpu_cluster("h100", _12_9["nodes"])
+_12_9_CLUSTER = gpu_cluster(_12_9["nodes"], "h100")
 _12_9_BYTES = _12_9["params"] * bytes_per_value("bf16")
 
 
-def _allreduce_12_9(explain: bool = True):
-    return allreduce_time(_12_9_BYTES, _12_9_CLUSTER, group=_12_9_CLUSTER.num_gpus, explain=explain)
+def _allreduce_12_9() -> Derivation:
+    """Reference for 12.9: an AllReduce of the bf16 gradients over every GPU of the 16 nodes."""
+    return explain(allreduce_time_s, _12_9_BYTES, _12_9_CLUSTER, group=_12_9_CLUSTER.num_gpus)
 
 
 def _allreduce_12_9_over_nvlink_only():
@@ -242,7 +238,7 @@ register(Exercise(
              "8 × 400 Gb/s = 400 GB/s of egress (one NIC alone gives 50 GB/s)",
         2.0: "a factor of 2: an AllReduce is a ReduceScatter followed by an AllGather, twice the bytes of either; "
              "and bf16 gradients take 2 bytes each",
-        _factor(_allreduce_12_9(False), _allreduce_12_9_over_nvlink_only()):
+        _factor(_allreduce_12_9().value, _allreduce_12_9_over_nvlink_only()):
             "you used the NVLink bandwidth; across nodes every node's share leaves through its InfiniBand "
             "egress (`scale_out_bytes_per_s_per_node`), which is slower and binds",
     },
@@ -257,7 +253,7 @@ _12_10_BYTES = _12_10["B"] * _12_10["D"] * bytes_per_value("bf16")
 register(Exercise(
     id="12.10",
     title="AllToAll of a batch of activations inside an H100 node",
-    reference=lambda: alltoall_time(_12_10_BYTES, _NODE, group=8, explain=True),
+    reference=lambda: explain(alltoall_time_s, _12_10_BYTES, _NODE, group=8),
     unit="s",
     mistakes={
         2.0: "a factor of 2: on a TPU ring an AllToAll costs V/(4W); inside a fully switched node each GPU "
@@ -274,13 +270,11 @@ register(Exercise(
 _12_11_BYTES = _12_10_BYTES
 
 
-def _alltoall_slowdown(explain: bool = True):
+def _alltoall_slowdown() -> Derivation:
     """Reference for 12.11: the same AllToAll over 16 GPUs in 2 nodes versus 8 GPUs in one node."""
-    inside = alltoall_time(_12_11_BYTES, _NODE, group=8, explain=True)
-    across = alltoall_time(_12_11_BYTES, gpu_cluster("h100", 2), group=16, explain=True)
+    inside = explain(alltoall_time_s, _12_11_BYTES, _NODE, group=8)
+    across = explain(alltoall_time_s, _12_11_BYTES, gpu_cluster(2, "h100"), group=16)
     value = across.value / inside.value
-    if not explain:
-        return value
     return Derivation("slowdown", "T_AllToAll(2 nodes) / T_AllToAll(1 node)",
                       f"{q(across.value, 's')} / {q(inside.value, 's')}", value, "", (inside, across))
 
@@ -295,7 +289,7 @@ register(Exercise(
     title="How much slower an AllToAll gets when it spans two nodes",
     reference=_alltoall_slowdown,
     mistakes={
-        _factor(_alltoall_slowdown(False), _alltoall_slowdown_approximate()):
+        _factor(_alltoall_slowdown().value, _alltoall_slowdown_approximate()):
             "you used the approximations V/(8·W_gpu) and V/(M·W_node); they hold for many GPUs and nodes, "
             "but with M = 2 the exact V·(M−1)/(M²·W_node) is half of V/(M·W_node)",
     },
@@ -306,7 +300,7 @@ register(Exercise(
 
 def _fat_tree_switches(num_nodes):
     """Reference for 12.12: leaf and spine switches of scalelib's two-level H100 fat tree."""
-    cluster = gpu_cluster("h100", num_nodes)
+    cluster = gpu_cluster(num_nodes, "h100")
     return np.array([cluster.num_leaf_switches, cluster.num_spine_switches], dtype=float)
 
 
@@ -330,8 +324,8 @@ register(Exercise(
 register(Exercise(
     id="12.13",
     title="Data-parallel critical batch on B200s, inside a node and across nodes",
-    reference=lambda: np.array([data_parallel_critical_batch(gpu_cluster("b200")),
-                                data_parallel_critical_batch(gpu_cluster("b200", 2))]),
+    reference=lambda: np.array([data_parallel_critical_batch(gpu_cluster(1, "b200")),
+                                data_parallel_critical_batch(gpu_cluster(2, "b200"))]),
     unit="tokens",
     mistakes={
         8.0: "a factor of 8: bits versus bytes (a node's eight 400 Gb/s NICs give 400 GB/s)",
@@ -347,11 +341,11 @@ _12_14_F = 28672  # LLaMA-3-70B's MLP width
 register(Exercise(
     id="12.14",
     title="Largest compute-bound tensor-parallel degree for LLaMA-3-70B in a B200 node",
-    reference=lambda: tensor_parallel_max_degree(_12_14_F, gpu_cluster("b200"), explain=True),
+    reference=lambda: explain(tensor_parallel_max_degree, _12_14_F, gpu_cluster(1, "b200")),
     unit="GPUs",
     mistakes={
         2.0: "a factor of 2: use NVLink's one-way 900 GB/s per B200, not the 1.8 TB/s bidirectional total",
-        _factor(tensor_parallel_max_degree(_12_14_F, gpu_cluster("b200")), tensor_parallel_max_degree(_12_14_F, _NODE)):
+        _factor(tensor_parallel_max_degree(_12_14_F, gpu_cluster(1, "b200")), tensor_parallel_max_degree(_12_14_F, _NODE)):
             "you used the H100's figures; take the B200's `bf16_flops_per_s` and `scale_up_bytes_per_s_per_gpu`",
     },
 ))
@@ -384,7 +378,7 @@ _12_16 = dict(stages=16, microbatches=64)
 register(Exercise(
     id="12.16",
     title="Pipeline bubble with 16 stages and 64 microbatches",
-    reference=lambda: pipeline_bubble_fraction(**_12_16, explain=True),
+    reference=lambda: explain(pipeline_bubble_fraction, **_12_16),
     mistakes={
         _factor(pipeline_bubble_fraction(**_12_16), (_12_16["stages"] - 1) / _12_16["microbatches"]):
             "you divided by m; the step lasts m + p − 1 slots (the m microbatches plus the p − 1 slots "
@@ -399,14 +393,12 @@ _12_17 = dict(gpus=72, tokens_per_gpu=8192, k=8, D=7168)  # DeepSeek-V3's k and 
 _12_17_BYTES = _12_17["gpus"] * _12_17["tokens_per_gpu"] * _12_17["k"] * _12_17["D"] * bytes_per_value("bf16")
 
 
-def _nvl72_alltoall_speedup(explain: bool = True):
+def _nvl72_alltoall_speedup() -> Derivation:
     """Reference for 12.17: an AllToAll over 72 GPUs, nine H100 nodes versus one GB200 NVL72 domain."""
     gpus = _12_17["gpus"]
-    h100 = alltoall_time(_12_17_BYTES, gpu_cluster("h100", gpus // 8), group=gpus, explain=True)
-    nvl72 = alltoall_time(_12_17_BYTES, gpu_cluster("gb200-nvl72"), group=gpus, explain=True)
+    h100 = explain(alltoall_time_s, _12_17_BYTES, gpu_cluster(gpus // 8, "h100"), group=gpus)
+    nvl72 = explain(alltoall_time_s, _12_17_BYTES, gpu_cluster(1, "gb200-nvl72"), group=gpus)
     value = h100.value / nvl72.value
-    if not explain:
-        return value
     return Derivation("speed-up", "T_AllToAll(9 H100 nodes) / T_AllToAll(NVL72)",
                       f"{q(h100.value, 's')} / {q(nvl72.value, 's')}", value, "", (h100, nvl72))
 
@@ -416,11 +408,11 @@ register(Exercise(
     title="An MoE AllToAll over 72 GPUs: nine H100 nodes or one GB200 NVL72",
     reference=_nvl72_alltoall_speedup,
     mistakes={
-        _factor(_nvl72_alltoall_speedup(False),
+        _factor(_nvl72_alltoall_speedup().value,
                 chip("gb200-nvl72").scale_up_bytes_per_s_per_gpu / chip("h100").scale_up_bytes_per_s_per_gpu):
             "you compared the NVLink bandwidths only (900 vs 450 GB/s); across nine H100 nodes the "
             "InfiniBand egress of each node, not NVLink, sets the time",
-        _factor(_nvl72_alltoall_speedup(False),
+        _factor(_nvl72_alltoall_speedup().value,
                 (_12_17["gpus"] * chip("gb200-nvl72").scale_up_bytes_per_s_per_gpu)
                 / (_12_17["gpus"] // 8 * chip("h100").scale_out_bytes_per_s_per_node)):
             "you used the approximations V/(N·W_gpu) and V/(M·W_node); the exact costs carry the factors "
