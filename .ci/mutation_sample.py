@@ -1,0 +1,28 @@
+"""Keep a random sample of a cosmic-ray session's pending mutants; mark the rest skipped.
+
+Usage: python .ci/mutation_sample.py SESSION.sqlite COUNT [SEED]
+
+A uniform sample of a few hundred mutants estimates the kill rate of the whole
+session within a few percent, in a fraction of the time (each mutant reruns the
+unit tests). Run by `make mutation`; needs cosmic-ray installed.
+"""
+
+import random
+import sys
+
+from cosmic_ray.work_db import use_db
+from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+
+def main(session: str, count: int, seed: int = 0) -> None:
+    with use_db(session) as db:
+        pending = sorted(item.job_id for item in db.pending_work_items)
+        keep = set(random.Random(seed).sample(pending, min(count, len(pending))))
+        for job_id in pending:
+            if job_id not in keep:
+                db.set_result(job_id, WorkResult(output="not in the sample", worker_outcome=WorkerOutcome.SKIPPED))
+    print(f"kept {len(keep)} of {len(pending)} mutants (seed {seed})")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 0)
