@@ -1,4 +1,4 @@
-"""``make bench``: scalelib's import time and each course notebook's run time.
+"""``make bench``: scalelib's import time, its heaviest calls, and each course notebook's run time.
 
 Times are wall-clock on this machine: the import is the best of several fresh
 interpreters (minus an empty interpreter's start), each notebook one run in a
@@ -29,6 +29,30 @@ def import_time_s(module: str = "scalelib", runs: int = 7) -> float:
     return max(best(f"import {module}") - best("pass"), 0.0)
 
 
+#: The library's heaviest calls, timed as a learner makes them: (label, statement).
+CALLS = (
+    ("best_tile(2**20, 8192, 8192, 'h100')", "sl.best_tile(2**20, 8192, 8192, 'h100')"),
+    ("search_tiles(4096, 4096, 4096, 'b200')", "sl.search_tiles(4096, 4096, 4096, 'b200')"),
+    ("matmul_roofline over 10^5 batch sizes", "sl.matmul_roofline(B, 8192, 8192, 'h100')"),
+    ("critical_intensity('tpu-v5e')", "sl.critical_intensity('tpu-v5e')"),
+    ("explain(critical_intensity, 'tpu-v5e')", "str(sl.explain(sl.critical_intensity, 'tpu-v5e'))"),
+)
+
+
+def call_time_s(statement: str, repeats: int = 5) -> float:
+    """Best wall time of one run of `statement` (with ``sl`` and a batch sweep ``B`` defined)."""
+    import timeit
+
+    import numpy as np
+
+    import scalelib as sl
+
+    namespace = {"sl": sl, "B": np.arange(1, 100_001)}
+    timer = timeit.Timer(statement, globals=namespace)
+    number, _ = timer.autorange()
+    return min(timer.repeat(repeat=repeats, number=number)) / number
+
+
 def notebook_time_s(path: Path, timeout: int = 600) -> float:
     """Wall time of executing the notebook at `path` in a fresh kernel (nbclient)."""
     import nbclient
@@ -44,6 +68,8 @@ def notebook_time_s(path: Path, timeout: int = 600) -> float:
 def main(root: str = ".") -> int:
     base = Path(root)
     print(f"import scalelib: {fmt(import_time_s(), 's')} (best of 7, beyond an empty interpreter's start)")
+    for label, statement in CALLS:
+        print(f"{label:45s} {fmt(call_time_s(statement), 's')} (best of 5)")
     notebooks = sorted(p for d in ("book", "solutions", "exercises") for p in (base / d).glob("*.ipynb"))
     total = 0.0
     for path in notebooks:
