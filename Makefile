@@ -14,7 +14,7 @@ help:
 	@echo "make site    - set up .venv and build the website into _build/html"
 	@echo "make test    - run every test (same command as CI)"
 	@echo "make bench   - print scalelib's import time and each notebook's run time"
-	@echo "make exercises - regenerate exercises/ from solutions/ and resync setup cells"
+	@echo "make exercises - regenerate exercises/ from solutions/, resync setup cells, rewrite the API pages"
 
 # Python packages, pinned in requirements.txt; scalelib itself installed editable.
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -37,10 +37,12 @@ bench: $(VENV)/.installed
 exercises: $(VENV)/.installed
 	$(VENV)/bin/scalelib sync-setup
 	$(VENV)/bin/scalelib generate
+	$(VENV)/bin/scalelib api-docs
 
 check-exercises: $(VENV)/.installed
 	$(VENV)/bin/scalelib sync-setup --check
 	$(VENV)/bin/scalelib generate --check
+	$(VENV)/bin/scalelib api-docs --check
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

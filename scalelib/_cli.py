@@ -1,4 +1,4 @@
-"""The ``scalelib`` command: grade notebooks, generate exercises, sync setup cells.
+"""The ``scalelib`` command: grade notebooks, generate exercises, sync setup cells, write the API pages.
 
 Exit status: 0 on success (also when answers are wrong: grading reports them);
 1 when ``--check`` finds drift, when ``grade --strict`` finds anything not correct,
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ._errors import ScalelibError
 
-DESCRIPTION = "Tools of the scalelib course: grade notebooks, generate exercise notebooks, sync setup cells."
+DESCRIPTION = ("Tools of the scalelib course: grade notebooks, generate exercise notebooks, sync setup cells, "
+               "write the API reference and formula index.")
 EPILOG = """\
 exit status: 0 on success (wrong answers included); 1 when --check finds drift,
 when grade --strict finds anything not correct, or on an authoring error;
@@ -22,7 +23,8 @@ when grade --strict finds anything not correct, or on an authoring error;
 examples:
   scalelib grade exercises/ch01_rooflines.ipynb --csv grades.csv
   scalelib generate --check
-  scalelib sync-setup"""
+  scalelib sync-setup
+  scalelib api-docs --check"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true", help="write nothing; list what is out of date and exit 1 if any")
     s.add_argument("--config", metavar="FILE", default="book/_config.yml",
                    help="book configuration naming the repository (default: book/_config.yml)")
+
+    a = sub.add_parser("api-docs", help="write the API reference and the formula index from the docstrings",
+                       description="Write book/api.md (every name of scalelib.__all__, rendered by Sphinx autodoc, "
+                       "grouped by chapter) and book/formulas.md (one table per chapter of every formula a "
+                       "docstring gives, with the function computing it) from scalelib's docstrings.")
+    a.add_argument("--check", action="store_true", help="write nothing; list what is out of date and exit 1 if any")
+    a.add_argument("--root", metavar="DIR", default=".",
+                   help="the repository root, which holds book/ (default: the current folder)")
     return parser
 
 
@@ -125,6 +135,21 @@ def _sync_setup(args) -> int:
     return code
 
 
+def _api_docs(args) -> int:
+    from ._apidoc import write_pages
+
+    drift = write_pages(args.root, check=args.check)
+    if not drift:
+        print("book/api.md and book/formulas.md are up to date with the docstrings")
+    for item in drift:
+        print(item if args.check else f"{'created' if item.problem == 'missing' else 'updated'} {item.path}")
+    if args.check and drift:
+        print(f"{len(drift)} page(s) out of date; run `make exercises` (or `scalelib api-docs`) to update them",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None) -> int:
     """Run the ``scalelib`` command with `argv` (default: the process's arguments); return its exit status."""
     parser = _parser()
@@ -136,7 +161,8 @@ def main(argv=None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return {"grade": _grade, "generate": _generate, "sync-setup": _sync_setup}[args.command](args)
+        commands = {"grade": _grade, "generate": _generate, "sync-setup": _sync_setup, "api-docs": _api_docs}
+        return commands[args.command](args)
     except ScalelibError as err:
         print(f"scalelib {args.command}: error: {err}", file=sys.stderr)
         return 1
