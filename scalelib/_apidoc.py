@@ -22,7 +22,8 @@ The docstring convention it reads::
     Chapter:
         1 (Rooflines)          (or several: "3 (Sharded matrices), 12 (GPUs)")
     Example:
-        >>> round(critical_intensity("tpu-v5e"))
+        >>> import scalelib
+        >>> round(scalelib.critical_intensity("tpu-v5e"))
         240
 
 A name without a Chapter section is listed under "Across the course"; one without

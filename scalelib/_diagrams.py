@@ -278,7 +278,7 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
     takes one InfiniBand port of the node's egress. GPUs have gid ``"gpu"``,
     NVSwitches ``"nvswitch"``. Labels give the NVLink bandwidth per GPU and the
     node's egress from the registry; the NVSwitch counts come from
-    :data:`NVSWITCHES_PER_NODE` (NVIDIA's HGX/DGX data sheets).
+    ``NVSWITCHES_PER_NODE`` (NVIDIA's HGX/DGX data sheets).
 
     Args:
         chip: a GPU name or ChipSpec with an NVLink domain (a100, h100, h200, b200, gb200-nvl72).
@@ -464,7 +464,7 @@ def draw_fat_tree(topology: GpuCluster, *, ax=None):
         kind = "non-blocking" if topology.oversubscription == 1 else f"{fmt(topology.oversubscription)}:1 oversubscribed"
         ax.text(W + 0.3, 3.75, f"{kind}: {through}\nper node through the spine", **label)
         top = 4.6 + height
-    title = (f"{topology.spec.name} topology: {topology.num_nodes} node{'s' if topology.num_nodes > 1 else ''}, "
+    title = (f"{topology.spec.name} cluster: {topology.num_nodes} node{'s' if topology.num_nodes > 1 else ''}, "
              f"{topology.num_gpus} GPUs, {topology.levels}-level InfiniBand fat tree")
     _schematic(ax, (-0.2, W + 4.4), (-0.4, top + 0.3), title)
     return ax
@@ -627,7 +627,7 @@ def plot_spec_comparison(chips: Iterable[str | ChipSpec] | None = None, *,
 
     Args:
         chips: chip names or ChipSpecs; every TPU and GPU of the registry when None.
-        fields: ChipSpec fields to compare, any of :data:`SPEC_FIELDS`.
+        fields: ChipSpec fields to compare, any of ``SPEC_FIELDS``.
         ax: an Axes (one field) or a sequence of Axes (one per field); a new figure when None.
 
     Returns:

@@ -501,11 +501,11 @@ class ChipNames(tuple):
         return "(" + ", ".join(parts) + ")"
 
 
-def chips(family: str | None = None) -> ChipNames:
+def chips(family: str | None = None) -> tuple[str, ...]:
     """Names of the chips in the registry, optionally of one `family` ("tpu", "gpu" or "cpu").
 
     Returns:
-        a tuple of names (:class:`ChipNames`) that prints each with its aliases.
+        a tuple of names that prints each with its aliases (``.aliases`` maps a name to them).
 
     Chapter:
         2 (TPUs), 12 (GPUs)

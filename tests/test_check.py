@@ -253,5 +253,5 @@ def test_an_answer_exactly_at_the_tolerance_is_correct(registry):
 
 
 def test_exercises_of_a_chapter_need_a_chapter_number():
-    with pytest.raises(sl.InvalidValueError, match=r"^`chapter` must be a chapter number from 1 to 12, got '1'$"):
+    with pytest.raises(sl.InvalidValueError, match=r"^`chapter` must be a chapter number \(1 to 12\), got '1'$"):
         sl.exercises("1")

@@ -196,7 +196,7 @@ def test_a_large_cluster_is_summarised_with_its_counts():
 def test_draw_fat_tree_rejects_a_tpu_slice():
     with pytest.raises(sl.InvalidValueError) as err:
         sl.draw_fat_tree(sl.tpu_slice((4, 4), "tpu-v5e"))
-    assert str(err.value) == ("`cluster` must be a GpuCluster (from gpu_cluster), got "
+    assert str(err.value) == ("`topology` must be a GpuCluster (from gpu_cluster), got "
                               "TpuSlice(tpu-v5e, X=4, Y=4; 16 chips); use draw_torus for a TpuSlice")
 
 

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 import scalelib
+from scalelib import _specs
 
 MODULES = ["scalelib"] + sorted(
     f"scalelib.{m.name}" for m in pkgutil.iter_modules(scalelib.__path__) if not m.name.startswith("__"))
@@ -22,9 +23,14 @@ def test_docstring_examples_run_as_written(name):
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    for test in finder.find(module, name):
-        runner.run(test)
-    plt.close("all")
+    registered = dict(_specs._USER)
+    try:
+        for test in finder.find(module, name):
+            runner.run(test)
+    finally:  # examples that register chips must not leave them behind
+        plt.close("all")
+        _specs._USER.clear()
+        _specs._USER.update(registered)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{result.failed} docstring example(s) of {name} failed (see the output above)"
 

@@ -23,7 +23,7 @@ def _toc_files() -> list[str]:
 
 def _chapters() -> list[str]:
     """Notebook names (``ch01_rooflines``) of the chapters on the site."""
-    return [f.split("/", 1)[1] for f in _toc_files() if f.startswith("book/")]
+    return [f.split("/", 1)[1] for f in _toc_files() if re.match(r"book/ch\d\d_", f)]
 
 
 def test_every_chapter_on_the_site_lists_its_chapter_exercises_and_solutions():
