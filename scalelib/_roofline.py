@@ -450,7 +450,9 @@ def critical_batch_size(chip, *, dtype="bf16", weight_dtype=None, D=None, F=None
         raise InvalidValueError("give both `D` and `F` (or neither, for the large-matrix limit)")
     D_, F_ = np.asarray(positive("D", D)), np.asarray(positive("F", F))
     denominator = 2 * D_ * F_ - I * (x * D_ + x * F_)
-    value = plain(np.where(denominator > 0, I * w * D_ * F_ / np.where(denominator > 0, denominator, 1), np.inf))
+    # Where no batch reaches the ridge the denominator is not positive: the answer is inf (never).
+    reachable = np.where(denominator > 0, denominator, np.nan)
+    value = plain(np.where(denominator > 0, I * w * D_ * F_ / reachable, np.inf))
     return Derivation("B_crit", "I·w·D·F / (2·D·F − I·(x·D + x·F))",
                       lambda: f"{q(I)}·{q(w)}·{q(D)}·{q(F)} / (2·{q(D)}·{q(F)} − {q(I)}·({q(x)}·{q(D)} + {q(x)}·{q(F)}))",
                       value, "tokens", (ci,), where)

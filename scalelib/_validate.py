@@ -132,7 +132,3 @@ def finite_result(fn_name: str, value):
                                 f"(too large or too small to compute with)")
     return value
 
-
-def is_whole(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) or (
-        isinstance(x, float) and math.isfinite(x) and x.is_integer())

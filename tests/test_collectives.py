@@ -71,6 +71,18 @@ def test_gpu_collectives_across_nodes_are_bound_by_node_egress():
     assert sl.allgather_time_s(1e10, cluster, group=8) < sl.allgather_time_s(1e10, cluster, group=16)
 
 
+def test_a_group_inside_one_node_uses_nvlink_only():
+    node = sl.gpu_cluster(1, "h100")
+    assert sl.allgather_time_s(1e9, node, group=4) == pytest.approx(1e9 * 3 / 4 / 450e9)
+    assert sl.alltoall_time_s(1e9, node, group=4) == pytest.approx(1e9 * 3 / 16 / 450e9)
+
+
+def test_an_alltoall_across_nodes_is_bound_by_each_node_sending_the_others_their_share():
+    # 16 H100 nodes: each node sends 15/16 of its 1/16 of V out through 400 GB/s of egress.
+    cluster = sl.gpu_cluster(16, "h100")
+    assert sl.alltoall_time_s(1e10, cluster) == pytest.approx(1e10 * 15 / 256 / 400e9)
+
+
 def test_derivation_of_a_collective():
     text = str(sl.explain(sl.allgather_time_s, V, sl.tpu_slice((4, 4), "tpu-v5e"), axes="X"))
     assert text.splitlines()[0] == "T_AllGather(X) = max(T_hop · hops, V / W) = max(1 µs · 3, 33.6 MB / 45 GB/s) = 746 µs"

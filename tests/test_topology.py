@@ -241,6 +241,12 @@ def test_fat_tree_levels_in_closed_form_match_the_definition(k):
         assert cluster.levels == _levels_by_search(nodes * cluster.ports_per_node, k), (nodes, k)
 
 
+def test_two_nodes_of_one_port_each_need_one_switch():
+    thin = sl.chip("h100").derive("h100-one-nic", scale_out_bytes_per_s_per_node=50e9)
+    pair = sl.gpu_cluster(2, thin)
+    assert (pair.ports_per_node, pair.levels, pair.num_leaf_switches, pair.num_spine_switches) == (1, 1, 1, 0)
+
+
 def test_huge_clusters_answer_at_once():
     assert sl.gpu_cluster(10**9, "h100").levels == 7  # 2·32^7 ≥ 8e9 ports > 2·32^6
     assert "GpuCluster(h100" in sl.gpu_cluster(4, "h100", switch_ports=4).summary()
