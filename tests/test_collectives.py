@@ -83,6 +83,17 @@ def test_an_alltoall_across_nodes_is_bound_by_each_node_sending_the_others_their
     assert sl.alltoall_time_s(1e10, cluster) == pytest.approx(1e10 * 15 / 256 / 400e9)
 
 
+def test_a_small_message_across_two_nodes_pays_one_step_per_gpu_and_node_hop():
+    # A ring over 2 nodes of 8: (M − 1) + (GPUs per node − 1) = 8 steps of 5 µs.
+    assert sl.allgather_time_s(16.0, sl.gpu_cluster(2, "h100")) == pytest.approx(8 * 5e-6)
+
+
+def test_a_single_chip_moves_nothing():
+    one = sl.tpu_slice((1, 1), "tpu-v5e")
+    assert sl.allgather_time_s(1e9, one) == 0 and sl.allreduce_time_s(1e9, one, axes="X") == 0
+    assert sl.allgather_time_s(1e9, sl.gpu_cluster(1, "h100"), group=1) == 0
+
+
 def test_derivation_of_a_collective():
     text = str(sl.explain(sl.allgather_time_s, V, sl.tpu_slice((4, 4), "tpu-v5e"), axes="X"))
     assert text.splitlines()[0] == "T_AllGather(X) = max(T_hop · hops, V / W) = max(1 µs · 3, 33.6 MB / 45 GB/s) = 746 µs"

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
+import scalelib as sl
 from scalelib import fmt
 
 _PREFIX = {"p": 1e-12, "n": 1e-9, "µ": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
@@ -67,3 +68,9 @@ def test_fmt_of_flops_is_scientific_with_three_digits(x):
     if "." not in mantissa:
         digits = digits.rstrip("0")  # 1000 has one significant digit
     assert len(digits) <= 3
+
+
+def test_one_significant_digit_is_allowed_and_zero_is_not():
+    assert sl.fmt(1.46e-3, "s", sig=1) == "1 ms"
+    with pytest.raises(sl.InvalidValueError, match=r"^`sig` must be a whole number of significant digits from 1 to 17, got 0$"):
+        sl.fmt(1.0, "s", sig=0)
