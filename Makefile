@@ -32,7 +32,7 @@ test: setup site
 	$(PY) -m pytest
 
 bench: $(VENV)/.installed
-	$(PY) -m scalelib._bench
+	$(PY) -m scalelib.course.bench
 
 exercises: $(VENV)/.installed
 	$(VENV)/bin/scalelib sync-setup

@@ -1,7 +1,8 @@
 """scalelib: the numbers behind "How to Scale Your Model", as small functions.
 
 Rooflines, accelerator specs, TPU and GPU topologies with their collective
-costs, GPU kernel tiles, and the checker behind the course's exercises.
+costs, GPU kernel tiles; and ``check``, the checker behind the course's exercises
+(the rest of the course's machinery lives apart, in :mod:`scalelib.course`).
 ``import scalelib`` needs numpy only; JAX and matplotlib load inside the
 functions that use them.
 
@@ -17,7 +18,6 @@ numbers (or numpy arrays for a sweep), in the unit their name ends with; and
 I_crit(tpu-v5e, int8, hbm) = C / W = 3.94e14 FLOP/s / 820 GB/s = 480 FLOP/B
 """
 
-from ._check import COMMON_MISTAKES, Exercise, Verdict, check, exercises, get_exercise, verdict
 from ._collectives import allgather_time_s, allreduce_time_s, alltoall_time_s, reducescatter_time_s
 from ._derivation import Derivation, explain
 from ._diagrams import draw_chip, draw_fat_tree, draw_gpu_node, draw_torus, plot_spec_comparison
@@ -43,6 +43,7 @@ from ._specs import DTYPES, ChipSpec, bytes_per_value, chip, chips, dtype_name, 
 from ._tiles import Tile, best_tile, search_tiles, tile_intensity, tile_smem_bytes
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_pod, tpu_slice
 from ._units import fmt
+from .course.check import Verdict, check, exercises, verdict
 
 __version__ = "0.1.0"
 
@@ -64,6 +65,6 @@ __all__ = [
     "Tile", "best_tile", "search_tiles", "tile_intensity", "tile_smem_bytes",
     # pictures of the hardware (chapters 2, 12)
     "draw_chip", "draw_fat_tree", "draw_gpu_node", "draw_torus", "plot_spec_comparison",
-    # the exercises' checker
-    "COMMON_MISTAKES", "Exercise", "Verdict", "check", "exercises", "get_exercise", "verdict",
+    # the exercises' checker (the rest of the course's machinery lives in scalelib.course)
+    "Verdict", "check", "exercises", "verdict",
 ]

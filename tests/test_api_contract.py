@@ -100,12 +100,11 @@ CALLS = {
     "check": (sl.check, ("1.1", 590), {}),
     "verdict": (sl.verdict, ("1.1", 590), {}),
     "exercises": (sl.exercises, (1,), {}),
-    "get_exercise": (sl.get_exercise, ("1.1",), {}),
 }
 
 #: Public names that are not called: constants, errors, and records scalelib makes and hands out.
-NOT_CALLED = {"DTYPES", "COMMON_MISTAKES", "hw", "ScalelibError", "UnknownNameError", "InvalidValueError",
-              "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "Exercise"}
+NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValueError",
+              "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict"}
 #: Parameters that may take a default and still be positional: the subject of a listing or a plot.
 POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "chapter"), ("plot_roofline", "chips"),
                        ("plot_spec_comparison", "chips"), ("fmt", "unit"), ("gpu_cluster", None)}
@@ -114,7 +113,7 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "ChipSpec.derive", "ChipSpec.source_of", "tpu_slice", "tpu_pod", "gpu_cluster", "TpuSlice",
                "GpuCluster", "TpuSlice.route", "TpuSlice.axes", "TpuSlice.axis_bytes_per_s", "TpuSlice.summary",
                "GpuCluster.summary", "measure_machine", "plot_roofline", "draw_torus", "draw_gpu_node",
-               "draw_fat_tree", "draw_chip", "plot_spec_comparison", "check", "verdict", "exercises", "get_exercise"}
+               "draw_fat_tree", "draw_chip", "plot_spec_comparison", "check", "verdict", "exercises"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_machine", "plot_roofline", "draw_torus",
         "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison", "search_tiles", "best_tile"}
 

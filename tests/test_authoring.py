@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from hypothesis import given, strategies as st
 
-from scalelib._authoring import (
+from scalelib.course.authoring import (
     AuthoringError,
     Drift,
     colab_link,
@@ -16,7 +16,7 @@ from scalelib._authoring import (
     setup_cell_source,
     sync_setup_cells,
 )
-from scalelib._cli import main
+from scalelib.course.cli import main
 
 URL = "https://github.com/example/course"
 

@@ -1,4 +1,4 @@
-"""The checker (scalelib._check), in process: verdicts, diagnoses and what `check` shows.
+"""The checker (scalelib.course.check), in process: verdicts, diagnoses and what `check` shows.
 
 Each test runs against a registry of its own (chapter 99), so the course's real
 exercises neither interfere nor get touched.
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import scalelib as sl
-from scalelib import _check
-from scalelib._check import COMMON_MISTAKES, VERDICT_KEY, Exercise, register
+from scalelib.course import check as _check
+from scalelib.course.check import COMMON_MISTAKES, VERDICT_KEY, Exercise, register
 
 
 def _twice(B, D):

@@ -14,8 +14,7 @@ import pytest
 import scalelib
 from scalelib import _specs
 
-MODULES = ["scalelib"] + sorted(
-    f"scalelib.{m.name}" for m in pkgutil.iter_modules(scalelib.__path__) if not m.name.startswith("__"))
+MODULES = ["scalelib"] + sorted(m.name for m in pkgutil.walk_packages(scalelib.__path__, "scalelib."))
 
 
 @pytest.mark.parametrize("name", MODULES)

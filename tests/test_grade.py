@@ -1,4 +1,4 @@
-"""Grading notebooks in fresh kernels (scalelib._grade) and the `scalelib grade` command.
+"""Grading notebooks in fresh kernels (scalelib.course.grade) and the `scalelib grade` command.
 
 Kernels are slow to start, so the notebooks run twice in all: one batch through
 the command line (shared by most tests below) and one notebook that times out.
@@ -16,14 +16,14 @@ import json
 import nbformat
 import pytest
 
-from scalelib import _check
-from scalelib._check import COMMON_MISTAKES
-from scalelib._cli import main
-from scalelib._grade import ExerciseGrade, NotebookGrade, grade_notebook, report, to_csv
+from scalelib.course import check as _check
+from scalelib.course.check import COMMON_MISTAKES
+from scalelib.course.cli import main
+from scalelib.course.grade import ExerciseGrade, NotebookGrade, grade_notebook, report, to_csv
 
 EXERCISES = '''\
 """Test exercises of chapter 99."""
-from scalelib._check import _REGISTRY, Exercise, register
+from scalelib.course.check import _REGISTRY, Exercise, register
 
 for exercise in [
     Exercise("99.1", "bytes", lambda: 1000.0, unit="B"),
@@ -163,7 +163,7 @@ def test_strict_exits_1_when_a_notebook_cannot_be_run(tmp_path, capsys):
 @pytest.mark.parametrize("status, code", [("correct", 0), ("not attempted", 1)])
 def test_strict_exits_1_unless_every_exercise_is_correct(status, code, monkeypatch, capsys):
     fake = NotebookGrade("nb.ipynb", (ExerciseGrade("99.1", "correct"), ExerciseGrade("99.2", status)))
-    monkeypatch.setattr("scalelib._grade.grade_notebook", lambda *args, **kw: fake)
+    monkeypatch.setattr("scalelib.course.grade.grade_notebook", lambda *args, **kw: fake)
     assert main(["grade", "nb.ipynb", "--strict"]) == code
     assert main(["grade", "nb.ipynb"]) == 0
 

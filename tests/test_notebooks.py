@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 import scalelib as sl
-from scalelib._authoring import course_notebooks, generate, sync_setup_cells
-from scalelib._grade import grade_notebook
+from scalelib.course.authoring import course_notebooks, generate, sync_setup_cells
+from scalelib.course.grade import grade_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Minimum number of exercises per chapter (the course map, shared/COURSE.md).

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._check import Exercise, register
-from .._collectives import allgather_time_s, allreduce_time_s, alltoall_time_s
-from .._derivation import Derivation, explain, q
-from .._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
-from .._roofline import critical_intensity
-from .._specs import DTYPES, bytes_per_value, chip
-from .._tiles import best_tile, search_tiles, tile_intensity, tile_smem_bytes
-from .._topology import gpu_cluster
+from ..check import Exercise, register
+from ..._collectives import allgather_time_s, allreduce_time_s, alltoall_time_s
+from ..._derivation import Derivation, explain, q
+from ..._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
+from ..._roofline import critical_intensity
+from ..._specs import DTYPES, bytes_per_value, chip
+from ..._tiles import best_tile, search_tiles, tile_intensity, tile_smem_bytes
+from ..._topology import gpu_cluster
 
 
 def _factor(a: float, b: float) -> float:

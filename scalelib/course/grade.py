@@ -1,7 +1,7 @@
 """Grade notebooks: run each in a fresh kernel and read back the checker's verdicts.
 
 Every ``check("1.3", answer)`` in a notebook displays its verdict as JSON
-(in output metadata, under :data:`~scalelib._check.VERDICT_KEY`). :func:`grade_notebook` runs a copy of the
+(in output metadata, under :data:`~scalelib.course.check.VERDICT_KEY`). :func:`grade_notebook` runs a copy of the
 notebook top to bottom with nbclient (in the notebook's folder, carrying on past
 cells that raise), collects those verdicts, and adds every exercise of the
 notebook's chapter that was never checked as ``"missing"``. Nothing about a
@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ._check import CORRECT, VERDICT_KEY, exercises
-from ._units import fmt
+from .check import CORRECT, VERDICT_KEY, exercises
+from .._units import fmt
 
 #: status of an exercise of the notebook's chapter that no cell checked.
 MISSING = "missing"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 
-from .._check import Exercise, register
-from .._derivation import Derivation, explain, q
-from .._roofline import critical_batch_size, t_comms_s
-from .._specs import bytes_per_value, chip
-from .._topology import ICI_HOP_LATENCY_S, tpu_pod, tpu_slice
+from ..check import Exercise, register
+from ..._derivation import Derivation, explain, q
+from ..._roofline import critical_batch_size, t_comms_s
+from ..._specs import bytes_per_value, chip
+from ..._topology import ICI_HOP_LATENCY_S, tpu_pod, tpu_slice
 
 
 def _factor(a: float, b: float) -> float:

@@ -1,6 +1,6 @@
 """The checker behind every exercise: ``check("1.3", answer)``.
 
-An exercise is registered once, in ``scalelib/_exercises/chNN.py``, with a
+An exercise is registered once, in ``scalelib/course/answer_key/chNN.py``, with a
 reference that scalelib computes (never a number typed in). :func:`check` compares
 a learner's answer with it and prints one verdict:
 
@@ -23,9 +23,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ._derivation import Derivation
-from ._errors import InvalidValueError, unknown
-from ._units import fmt
+from .._derivation import Derivation
+from .._errors import InvalidValueError, unknown
+from .._units import fmt
 
 #: MIME type of the machine-readable verdict a check cell displays.
 #: Key of the verdict in a check output's metadata (the output's data is plain text only,
@@ -113,9 +113,9 @@ def register(exercise: Exercise) -> Exercise:
 
 def _load_chapter(chapter: int) -> None:
     try:
-        importlib.import_module(f"scalelib._exercises.ch{chapter:02d}")
+        importlib.import_module(f"scalelib.course.answer_key.ch{chapter:02d}")
     except ModuleNotFoundError as err:
-        if err.name != f"scalelib._exercises.ch{chapter:02d}":
+        if err.name != f"scalelib.course.answer_key.ch{chapter:02d}":
             raise
 
 

@@ -31,7 +31,7 @@ a Formula section is not in the formula index. The output is sorted, so the page
 change only when a docstring (or the list of public names) does; ``api-docs
 --check`` and ``tests/test_api_docs.py`` report pages that drifted.
 
-This module is also a small Sphinx extension (``scalelib._apidoc`` in the book's
+This module is also a small Sphinx extension (``scalelib.course.apidoc`` in the book's
 ``extra_extensions``): it shows each docstring's Formula section as a code block.
 """
 
@@ -567,7 +567,7 @@ class PageDrift:
 def write_pages(root=".", *, check: bool = False) -> list[PageDrift]:
     """Write the pages under `root` (or, with `check`, write nothing); return the ones that were out of date."""
     if not (Path(root) / "book").is_dir():
-        from ._errors import InvalidValueError
+        from .._errors import InvalidValueError
 
         raise InvalidValueError(f"`root`: {str(root)!r} has no book/ folder; run from the repository root")
     drift = []

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ._errors import ScalelibError
+from .._errors import ScalelibError
 
 BEGIN_CODE, END_CODE = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_MD, END_MD = "<!-- BEGIN SOLUTION -->", "<!-- END SOLUTION -->"

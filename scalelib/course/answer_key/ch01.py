@@ -8,9 +8,9 @@ Facts and formulas follow ch. 1 "All About Rooflines" of How to Scale Your Model
 
 from __future__ import annotations
 
-from .._check import Exercise, register
-from .._derivation import Derivation, explain, q
-from .._roofline import (
+from ..check import Exercise, register
+from ..._derivation import Derivation, explain, q
+from ..._roofline import (
     arithmetic_intensity,
     critical_batch_size,
     critical_intensity,
@@ -19,7 +19,7 @@ from .._roofline import (
     matmul_roofline,
     t_comms_s,
 )
-from .._specs import DTYPES, ChipSpec, bytes_per_value, chip
+from ..._specs import DTYPES, ChipSpec, bytes_per_value, chip
 
 
 def _factor(a: float, b: float) -> float:

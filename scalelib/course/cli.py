@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._errors import ScalelibError
+from .._errors import ScalelibError
 
 DESCRIPTION = ("Tools of the scalelib course: grade notebooks, generate exercise notebooks, sync setup cells, "
                "write the API reference and formula index.")
@@ -84,8 +84,8 @@ def _positive_seconds(text: str) -> float:
 
 
 def _grade(args) -> int:
-    from ._check import CORRECT
-    from ._grade import grade, report, to_csv, to_json
+    from .check import CORRECT
+    from .grade import grade, report, to_csv, to_json
 
     grades = grade(args.notebooks, timeout_per_cell=args.timeout, kernel_name=args.kernel)
     print(report(grades), end="")
@@ -114,7 +114,7 @@ def _report_drift(drift, check: bool, fix: str) -> int:
 
 
 def _generate(args) -> int:
-    from ._authoring import generate
+    from .authoring import generate
 
     drift = generate(args.solutions, args.exercises, check=args.check)
     if not drift:
@@ -123,7 +123,7 @@ def _generate(args) -> int:
 
 
 def _sync_setup(args) -> int:
-    from ._authoring import course_notebooks, sync_setup_cells
+    from .authoring import course_notebooks, sync_setup_cells
 
     paths = args.notebooks or course_notebooks(".")
     drift = sync_setup_cells(paths, check=args.check, config_path=args.config)
@@ -136,7 +136,7 @@ def _sync_setup(args) -> int:
 
 
 def _api_docs(args) -> int:
-    from ._apidoc import write_pages
+    from .apidoc import write_pages
 
     drift = write_pages(args.root, check=args.check)
     if not drift:

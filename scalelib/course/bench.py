@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._units import fmt
+from .._units import fmt
 
 
 def import_time_s(module: str = "scalelib", runs: int = 7) -> float:

@@ -1,0 +1,12 @@
+"""The course's machinery, apart from the library of formulas (which never imports it).
+
+* :mod:`scalelib.course.check`: the checker learners call as ``sl.check("1.3", answer)``;
+* :mod:`scalelib.course.answer_key`: the exercises' registrations, one module per chapter,
+  whose references scalelib computes (kept out of the learner's kernel when grading);
+* :mod:`scalelib.course.grade`: ``scalelib grade``, which runs submissions in isolated
+  kernels and re-checks every answer itself;
+* :mod:`scalelib.course.authoring`: exercise notebooks generated from the solved ones,
+  setup cells and Colab links;
+* :mod:`scalelib.course.apidoc`: the site's API reference and formula index;
+* :mod:`scalelib.course.cli` (the ``scalelib`` command) and :mod:`scalelib.course.bench`.
+"""
