@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -68,6 +69,9 @@ class Exercise:
         cases: keyword arguments to call both functions with (``kind="function"``).
         mistakes: factor -> explanation, checked before :data:`COMMON_MISTAKES`; a
             factor f matches answers f times too large or f times too small.
+        points: what a correct answer is worth in the gradebook.
+        reason: for a choice, the one-line reason shown with a correct answer.
+        formula: for a function, the formula shown with a correct answer.
     """
 
     id: str
@@ -79,6 +83,14 @@ class Exercise:
     choices: tuple[str, ...] = ()
     cases: tuple[Mapping[str, Any], ...] = ()
     mistakes: Mapping[float, str] = field(default_factory=dict)
+    points: float = 1.0
+    reason: str = ""
+    formula: str = ""
+
+
+#: Environment variable set (to "1") in the kernels ``scalelib grade`` runs submissions in: there
+#: :func:`check` only records the answer (see :mod:`scalelib.course.record`); the grader judges it.
+GRADING_ENV = "SCALELIB_GRADING"
 
 
 @dataclass(frozen=True)
@@ -254,11 +266,12 @@ def _compare_choice(exercise: Exercise, answer, reference) -> Verdict:
     return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: not quite — {answer!r} is not the right choice.")
 
 
-def _compare_function(exercise: Exercise, answer, reference) -> Verdict:
+def _compare_function(exercise: Exercise, answer, reference, cases=None) -> Verdict:
     eid = exercise.id
     if not callable(answer):
         return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected a function, got {type(answer).__name__} {answer!r}.")
-    for case in exercise.cases:
+    cases = exercise.cases if cases is None else tuple(cases)
+    for case in cases:
         call = ", ".join(f"{k}={v!r}" for k, v in case.items())
         try:
             got = answer(**case)
@@ -272,11 +285,15 @@ def _compare_function(exercise: Exercise, answer, reference) -> Verdict:
             return Verdict(eid, INCORRECT, verdict.message.replace("not quite —", f"not quite for {call} —", 1),
                            verdict.rel_error, verdict.diagnosis)
     return Verdict(eid, CORRECT, f"✅ Exercise {eid}: correct — your function agrees with the reference "
-                   f"on all {len(exercise.cases)} cases.")
+                   f"on all {len(cases)} cases.")
 
 
-def verdict(exercise_id: str, answer) -> Verdict:
+def verdict(exercise_id: str, answer, *, cases=None) -> Verdict:
     """The Verdict on `answer` to exercise `exercise_id`, without printing it.
+
+    For a function exercise, `cases` (keyword arguments, one dict per call) replaces
+    the registered cases: the grader passes the registered ones plus cases drawn at
+    grading time.
 
     Returns:
         a :class:`Verdict` (``.status`` is "correct", "incorrect" or "not attempted").
@@ -293,7 +310,7 @@ def verdict(exercise_id: str, answer) -> Verdict:
         return Verdict(exercise.id, NOT_ATTEMPTED, f"⬜ Exercise {exercise.id}: not attempted.")
     reference = exercise.reference()
     if exercise.kind == "function":
-        return _compare_function(exercise, answer, reference)
+        return _compare_function(exercise, answer, reference, cases)
     if exercise.kind == "choice":
         return _compare_choice(exercise, answer, reference)
     result = _compare_numbers(exercise, _value(answer), _value(reference))
@@ -316,6 +333,11 @@ def check(exercise_id: str, answer) -> None:
         >>> check("1.1", None)
         ⬜ Exercise 1.1: not attempted.
     """
+    if os.environ.get(GRADING_ENV) == "1":  # a grading run: record the answer, judge nothing here
+        from .record import record
+
+        record(exercise_id, answer)
+        return
     result = verdict(exercise_id, answer)
     try:
         from IPython import get_ipython
