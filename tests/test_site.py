@@ -3,8 +3,9 @@
 Every page listed in book/_toc.yml is opened in headless Debian Chromium
 (through selenium and /usr/bin/chromedriver), served by a Python http.server
 on 127.0.0.1, and checked for what a reader would notice: a title, real text,
-math typeset by KaTeX, no script errors, nothing fetched from the internet,
-and (notebook pages) a working "open in Colab" link.
+math typeset by KaTeX, tables rendered (no raw Markdown rows), no test markers,
+nothing cut off at a phone's width, no script errors, nothing fetched from the
+internet, and (notebook pages) a working "open in Colab" link.
 
 Build the site first (`make site`). Without a build these tests are skipped,
 unless the environment variable CI is set, in which case they fail.
@@ -144,6 +145,25 @@ return {
   katex_errors: Array.from(article.querySelectorAll('.katex-error'))
                      .map(e => e.getAttribute('title') || e.textContent),
   links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+  // Lines of the text a reader sees, outside the code cells' source, that look like Markdown
+  // table rows: a table that was printed or written but not rendered.
+  raw_table_rows: (() => {
+    const shown = article.cloneNode(true);
+    shown.querySelectorAll('.cell_input, script, style').forEach(e => e.remove());
+    return shown.textContent.split('\\n').map(l => l.trim())
+      .filter(l => /^\\|.*\\|$/.test(l) || /\\|\\s*(-{3,}|—)\\s*\\|/.test(l)).slice(0, 5);
+  })(),
+  output_tables: article.querySelectorAll('.cell_output table').length,
+  // Display math and tables that reach past the window's edges with nothing to scroll them:
+  // cut off on a narrow screen (a scrolling box of their own, or an ancestor's, is fine).
+  cut_off: Array.from(article.querySelectorAll('.katex-display, table')).filter(e => {
+             const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+             for (let el = e; el && el !== document.body; el = el.parentElement) {
+               if (scrolls(el)) { return false; }
+             }
+             const box = e.getBoundingClientRect();
+             return box.left < -1 || box.right > window.innerWidth + 1 || e.scrollWidth > e.clientWidth + 1;
+           }).map(e => e.textContent.trim().slice(0, 60)),
 };
 """
 
@@ -357,6 +377,53 @@ def test_notebook_has_colab_link(page: PageReport) -> None:
     )
 
 
+#: Chapter pages whose code cells print tables, and how many at least (rendered as HTML tables).
+OUTPUT_TABLES = {"book/ch01_rooflines": 1, "book/ch02_tpus": 2, "book/ch12_gpus": 4}
+
+
+@_params(PAGES)
+def test_no_raw_markdown_tables(page: PageReport) -> None:
+    assert not page.dom.get("raw_table_rows"), (
+        f"{page.url}: Markdown table rows shown as text (not rendered): {page.dom['raw_table_rows']}"
+    )
+
+
+@_params([p for p in PAGES if p in OUTPUT_TABLES])
+def test_tables_printed_by_code_cells_are_rendered(page: PageReport) -> None:
+    docname = urlparse(page.url).path.lstrip("/").removesuffix(".html")
+    assert page.dom.get("output_tables", 0) >= OUTPUT_TABLES[docname], (
+        f"{page.url}: {page.dom.get('output_tables')} rendered output table(s), expected {OUTPUT_TABLES[docname]}"
+    )
+
+
+@_params(PAGES)
+def test_no_test_markers_on_the_page(page: PageReport) -> None:
+    text = page.dom.get("text") or ""
+    for marker in ("NBVAL", "nbval-", "### BEGIN SOLUTION", "### END SOLUTION"):
+        assert marker not in text, f"{page.url}: a reader sees the test marker {marker!r}"
+
+
+PHONE_WIDTH = 420
+
+
+@pytest.fixture(scope="module")
+def phone_reports(browser, site) -> Iterator[dict]:
+    """Each page loaded at a phone's width (the window is restored afterwards)."""
+    browser.set_window_size(PHONE_WIDTH, 900)
+    try:
+        yield {}
+    finally:
+        browser.set_window_size(1280, 900)
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_nothing_is_cut_off_at_phone_width(docname, browser, site, phone_reports) -> None:
+    report = load_page(browser, site.base + f"{docname}.html", settle=0.1)
+    assert not report.dom.get("cut_off"), (
+        f"{docname} at {PHONE_WIDTH} px: equations or tables cut off instead of scrolling: {report.dom['cut_off']}"
+    )
+
+
 def test_index_redirects_to_root_page(browser, site) -> None:
     report = load_page(browser, site.base + "index.html", settle=1.0)
     assert report.final_url.endswith(f"/{ROOT_PAGE}.html"), (
@@ -403,3 +470,30 @@ def test_request_check_catches_remote_asset(browser, tmp_path) -> None:
     assert report.foreign_requests == ["https://cdn.example.invalid/katex.min.css"], (
         f"remote stylesheet not reported; requests seen: {report.requests}"
     )
+
+
+def _fault_page(browser, tmp_path, name: str, article: str, width: int = 1280) -> PageReport:
+    (tmp_path / f"{name}.html").write_text(
+        f"<!doctype html><html><head><title>{name}</title></head><body>"
+        f'<article class="bd-article"><h1>{name}</h1>{article}</article></body></html>', encoding="utf8")
+    server = serve(tmp_path)
+    browser.set_window_size(width, 900)
+    try:
+        return load_page(browser, server.base + f"{name}.html")
+    finally:
+        browser.set_window_size(1280, 900)
+        server.stop()
+
+
+def test_table_check_catches_a_table_left_as_markdown(browser, tmp_path) -> None:
+    report = _fault_page(browser, tmp_path, "raw", "\n<p>| chip | peak |\n|---|---|\n| h100 | 9.9e14 |</p>"
+                         '<div class="cell_input"><pre>rows = ["| a | b |"]</pre></div>')
+    assert report.dom["raw_table_rows"] == ["| chip | peak |", "|---|---|", "| h100 | 9.9e14 |"]
+
+
+def test_phone_check_catches_an_equation_cut_off(browser, tmp_path) -> None:
+    wide = '<div class="katex-display" style="white-space: nowrap; overflow-x: visible">' + "x + " * 80 + "</div>"
+    report = _fault_page(browser, tmp_path, "wide", wide, width=PHONE_WIDTH)
+    assert report.dom["cut_off"] and report.dom["cut_off"][0].startswith("x + x")
+    scrolls = wide.replace("overflow-x: visible", "overflow-x: auto")
+    assert _fault_page(browser, tmp_path, "scrolls", scrolls, width=PHONE_WIDTH).dom["cut_off"] == []

@@ -13,7 +13,12 @@
 3. A formula KaTeX cannot typeset is reported as a build warning, with its
    file and line (an error under ``-W``), instead of showing up in red on
    the page.
-4. Duplicate scripts are dropped from each page. Sphinx 7 re-adds, at write
+4. The site's own stylesheet, ``book/_static/course.css`` (wide equations
+   and tables scroll within their box on a phone).
+5. The solution notebooks' region markers (``### BEGIN SOLUTION`` /
+   ``### END SOLUTION``, which `make exercises` reads) are left out of the
+   code a reader sees on the site.
+6. Duplicate scripts are dropped from each page. Sphinx 7 re-adds, at write
    time, every inline script an extension registered after the builder was
    created, with ``filename=''`` where the first copy has ``filename=None``;
    the two do not compare equal, so both are emitted. sphinx-thebe registers
@@ -163,8 +168,33 @@ def drop_duplicate_scripts(
     context["script_files"] = unique
 
 
+def add_course_css(app: Sphinx, config: Config) -> None:
+    """Serve book/_static (course.css) and link course.css from every page."""
+    config.html_static_path = [*config.html_static_path, str(BOOK_DIR / "_static")]
+
+
+SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+
+
+def hide_solution_markers(app: Sphinx, docname: str, source: list[str]) -> None:
+    """Drop the solution-region marker lines from a notebook's code cells (the page only)."""
+    if not app.env.doc2path(docname).endswith(".ipynb") or "### BEGIN SOLUTION" not in source[0]:
+        return
+    import json
+
+    nb = json.loads(source[0])
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            lines = "".join(cell["source"]).split("\n")
+            cell["source"] = "\n".join(line for line in lines if not SOLUTION_MARKER.match(line))
+    source[0] = json.dumps(nb)
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinxcontrib.katex")
+    app.connect("source-read", hide_solution_markers)
+    app.connect("config-inited", add_course_css)
+    app.add_css_file("course.css")
     app.connect("config-inited", use_npm_katex)
     app.connect("builder-inited", copy_katex_assets)
     app.connect("builder-inited", start_katex_server)
