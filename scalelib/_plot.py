@@ -16,7 +16,8 @@ def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), *, dtyp
                   bandwidth: str = "hbm", points: Iterable[dict] = (), intensity_range=(1e-1, 1e4), ax=None):
     """Log-log roofline of each chip: attainable FLOP/s against arithmetic intensity.
 
-    Each chip's ridge (its critical intensity C / W) is marked and labelled.
+    Each chip's ridge (its critical intensity C / W) is marked on its line and its
+    value given in the legend, which sits beside the plot so that no label covers data.
 
     Formula:
         attainable FLOP/s = min(C, I · W)
@@ -60,17 +61,16 @@ def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), *, dtyp
         if not isinstance(point, dict) or "intensity" not in point or "flops_per_s" not in point:
             raise InvalidValueError(f"`points` must be dicts with 'intensity' and 'flops_per_s', got {shown(point)}")
         positive("points' intensity", point["intensity"]), positive("points' flops_per_s", point["flops_per_s"])
-    ax = _axes(ax, figsize=(7, 4.5))
+    ax = _axes(ax, figsize=(8.5, 4.5))
     x = np.logspace(np.log10(low), np.log10(high), 400)
-    for k, (spec, dt) in enumerate(zip(specs, dtypes)):
-        y = attainable_flops_per_s(x, spec, dtype=dt, bandwidth=bandwidth)
-        (line,) = ax.loglog(x, y, label=f"{spec.name} ({dt})")
+    for spec, dt in zip(specs, dtypes):
         ridge = critical_intensity(spec, dtype=dt, bandwidth=bandwidth)
         peak = spec.peak_flops_per_s(dtype=dt)
-        ax.plot([ridge], [peak], "o", color=line.get_color())
-        # Stagger the ridge labels so that chips with close ridges stay readable.
-        ax.annotate(f"{fmt(ridge)} FLOP/B", (ridge, peak), textcoords="offset points",
-                    xytext=(4, -12 - 10 * (k % 3)), fontsize=8, color=line.get_color())
+        y = attainable_flops_per_s(x, spec, dtype=dt, bandwidth=bandwidth)
+        # The ridge's value goes in the legend, beside the plot: a label next to the point
+        # would sit on another chip's line or marker wherever two ridges are close.
+        (line,) = ax.loglog(x, y, label=f"{spec.name} ({dt}): ridge at {fmt(ridge)} FLOP/B")
+        ax.plot([ridge], [peak], "o", color=line.get_color(), gid="ridge")
     for point in points:
         ax.loglog(np.atleast_1d(point["intensity"]), np.atleast_1d(point["flops_per_s"]), "x", markersize=7,
                   label=point.get("label"))
@@ -78,7 +78,8 @@ def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), *, dtyp
     ax.set_ylabel(f"attainable throughput (FLOP/s)")
     ax.set_title(f"Roofline ({'memory' if bandwidth == 'hbm' else bandwidth} bandwidth)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    ax.figure.tight_layout()
     return ax
 
 

@@ -44,11 +44,24 @@ def test_roofline_plot_is_labelled_and_marks_each_ridge():
     assert ax.get_xlabel() == "arithmetic intensity (FLOP/byte)"
     assert ax.get_ylabel() == "attainable throughput (FLOP/s)"
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["tpu-v5e (bf16)", "h100 (bf16)", "ops"]
-    ridges = [t.get_text() for t in ax.texts]
-    assert ridges == ["240 FLOP/B", "296 FLOP/B"]
+    assert labels == ["tpu-v5e (bf16): ridge at 240 FLOP/B", "h100 (bf16): ridge at 296 FLOP/B", "ops"]
+    ridges = [line.get_xydata()[0].tolist() for line in ax.lines if line.get_gid() == "ridge"]
+    assert ridges == [[pytest.approx(1.97e14 / 8.2e11), 1.97e14], [pytest.approx(9.9e14 / 3.35e12), 9.9e14]]
+
+
+def test_no_label_sits_on_the_data():
+    # Chapter 1's plot: close ridges (v5p, H100, B200) used to stack their labels on the markers.
+    ax = sl.plot_roofline(["tpu-v5e", "tpu-v5p", "h100", "b200"])
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    plot_area = ax.get_window_extent(renderer)
+    assert legend.x0 >= plot_area.x1  # the legend is beside the axes, not over them
+    assert [t for t in ax.texts] == []  # no free-floating labels inside the axes
 
 
 def test_roofline_plot_takes_one_dtype_per_chip():
     ax = sl.plot_roofline(["tpu-v5e", "tpu-v5e"], dtype=["bf16", "int8"])
-    assert [t.get_text() for t in ax.texts] == ["240 FLOP/B", "480 FLOP/B"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "tpu-v5e (bf16): ridge at 240 FLOP/B", "tpu-v5e (int8): ridge at 480 FLOP/B"]
