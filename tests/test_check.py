@@ -11,7 +11,7 @@ import pytest
 
 import scalelib as sl
 from scalelib.course import check as _check
-from scalelib.course.check import COMMON_MISTAKES, VERDICT_KEY, Exercise, register
+from scalelib.course.check import COMMON_SLIPS, VERDICT_KEY, Exercise, register
 
 
 def _twice(B, D):
@@ -41,12 +41,18 @@ def test_answer_within_rtol_is_correct():
 
 
 def test_answer_just_outside_rtol_is_incorrect():
-    assert sl.verdict("99.1", 1011).status == "incorrect"
+    v = sl.verdict("99.1", 1011)
+    assert v.status == "incorrect"
+    assert v.message == "❌ Exercise 99.1: not quite — your answer 1.01 kB is a few percent too large."
 
 
 def test_one_element_list_counts_as_a_number():
     assert sl.verdict("99.1", [1000.0]).status == "correct"
     assert sl.verdict("99.1", np.array([1000.0])).status == "correct"
+
+
+def _slip(factor, unit="B"):
+    return next(slip.text for slip in COMMON_SLIPS if slip.factor == factor and unit in slip.units)
 
 
 @pytest.mark.parametrize("factor", [2.0, 8.0, 1e3, 1024.0, 1.024**3])
@@ -55,30 +61,36 @@ def test_common_slip_is_named_in_both_directions(factor, direction):
     answer = 1000.0 * factor if direction == "too large" else 1000.0 / factor
     v = sl.verdict("99.1", answer)
     assert v.status == "incorrect"
-    assert v.diagnosis == f"{COMMON_MISTAKES[factor]} (your answer is {direction} by that factor)"
+    assert v.diagnosis == _slip(factor)
+    assert f" is {'a few percent' if factor < 1.1 else 'several times' if factor < 10 else 'orders of magnitude'} " \
+           f"{direction}." in v.message
     assert v.message.endswith(f"\n   Likely cause: {v.diagnosis}.")
 
 
 def test_factor_8_message_in_full():
     v = sl.verdict("99.1", 8000)
     assert v.message == (
-        "❌ Exercise 99.1: not quite — your answer 8 kB is 8× the reference.\n"
-        "   Likely cause: a factor of 8: bits versus bytes (1 byte = 8 bits) (your answer is too large by that factor)."
+        "❌ Exercise 99.1: not quite — your answer 8 kB is several times too large.\n"
+        "   Likely cause: a factor of 8: bits versus bytes (1 byte = 8 bits)."
     )
     assert v.rel_error == 7.0
 
 
-def test_ratio_matching_no_slip_gives_no_diagnosis():
+def test_ratio_matching_no_slip_gives_a_bucket_and_no_figure():
     v = sl.verdict("99.1", 3300)
     assert (v.status, v.diagnosis) == ("incorrect", None)
-    assert v.message == "❌ Exercise 99.1: not quite — your answer 3.3 kB is 3.3× the reference."
+    assert v.message == "❌ Exercise 99.1: not quite — your answer 3.3 kB is several times too large."
 
 
-def test_a_near_miss_is_given_in_percent():
-    v = sl.verdict("99.1", 1300)
-    assert v.message == "❌ Exercise 99.1: not quite — your answer 1.3 kB is 1.3× the reference (off by 30%)."
-    v = sl.verdict("99.1", 700)
-    assert v.message == "❌ Exercise 99.1: not quite — your answer 700 B is 1/1.43 of the reference (off by 30%)."
+def test_a_near_miss_says_which_way_and_roughly_how_far():
+    assert sl.verdict("99.1", 1300).message == (
+        "❌ Exercise 99.1: not quite — your answer 1.3 kB is tens of percent too large.")
+    assert sl.verdict("99.1", 700).message == (
+        "❌ Exercise 99.1: not quite — your answer 700 B is tens of percent too small.")
+    assert sl.verdict("99.1", 970).message == (
+        "❌ Exercise 99.1: not quite — your answer 970 B is a few percent too small.")
+    assert sl.verdict("99.1", 0.02).message == (
+        "❌ Exercise 99.1: not quite — your answer 20 mB is orders of magnitude too small.")
 
 
 def test_wrong_sign_is_said_and_not_diagnosed_as_a_factor():
@@ -90,32 +102,38 @@ def test_wrong_sign_is_said_and_not_diagnosed_as_a_factor():
 def test_string_for_a_number_is_incorrect_even_when_it_parses():
     v = sl.verdict("99.1", "1000")
     assert v.status == "incorrect"
-    assert v.message == "❌ Exercise 99.1: expected a number in B, got str '1000'."
+    assert v.message == "❌ Exercise 99.1: expected a number in B, got str '1000'; write the number without quotes."
 
 
 def test_integer_too_large_for_a_float_is_incorrect_not_an_error():
-    assert sl.verdict("99.1", 10**400).status == "incorrect"
+    v = sl.verdict("99.1", 10**400)
+    assert (v.status, v.message) == (
+        "incorrect", "❌ Exercise 99.1: expected a number in B, got a number too large to compute with.")
 
 
 # ---------------------------------------------------------------------------
 # arrays
 
 
-def test_array_with_a_consistent_ratio_is_diagnosed():
+def test_array_with_the_same_slip_everywhere_names_it_once():
     v = sl.verdict("99.2", [8, 16, 32])
-    assert v.diagnosis == f"{COMMON_MISTAKES[8.0]} (your answer is too large by that factor)"
-    assert v.message.startswith("❌ Exercise 99.2: not quite — your answer [8 s, 16 s, 32 s] is 8× the reference")
+    assert v.diagnosis is None  # no bits versus bytes for seconds
+    assert v.message == "❌ Exercise 99.2: not quite — your answer [8 s, 16 s, 32 s]: every value is several times too large."
+    v = sl.verdict("99.2", [1e-3, 2e-3, 4e-3])
+    assert v.message == ("❌ Exercise 99.2: not quite — your answer [1 ms, 2 ms, 4 ms]: every value is orders of "
+                         "magnitude too small.\n"
+                         f"   Likely cause: {_slip(1e3, 's')}.")
 
 
-def test_array_with_inconsistent_ratios_is_not_diagnosed():
-    v = sl.verdict("99.2", [8, 16, 33])
+def test_array_is_judged_value_by_value():
+    v = sl.verdict("99.2", [1, 2, 33])
     assert (v.status, v.diagnosis) == ("incorrect", None)
-    assert v.message == ("❌ Exercise 99.2: not quite — your answer [8 s, 16 s, 33 s] is off by up to 725% "
-                         "(element by element).")
+    assert v.message == ("❌ Exercise 99.2: not quite — your answer [1 s, 2 s, 33 s]: value 1 is right, value 2 is "
+                         "right, value 3 is several times too large.")
 
 
-def test_array_of_the_wrong_shape_says_what_was_expected():
-    assert sl.verdict("99.2", [1, 2]).message == "❌ Exercise 99.2: expected 3 values (shape (3,)), got shape (2,)."
+def test_array_of_the_wrong_length_says_what_was_expected():
+    assert sl.verdict("99.2", [1, 2]).message == "❌ Exercise 99.2: expected 3 values, got 2: [1, 2]."
 
 
 def test_array_answer_correct():
@@ -128,7 +146,7 @@ def test_array_answer_correct():
 
 def test_choice_right_ignores_case_and_spaces():
     v = sl.verdict("99.3", " Memory")
-    assert (v.status, v.message) == ("correct", "✅ Exercise 99.3: correct — 'memory'.")
+    assert (v.status, v.message) == ("correct", "✅ Exercise 99.3: correct — 'memory'.")  # no reason registered
 
 
 def test_choice_wrong():
@@ -152,8 +170,9 @@ def test_function_agreeing_on_all_cases_is_correct():
 def test_function_wrong_on_one_case_names_that_case():
     v = sl.verdict("99.4", lambda B, D: 2 * B * D if B == 1 else B * D)
     assert v.status == "incorrect"
-    assert v.message.startswith("❌ Exercise 99.4: not quite for B=3, D=4 — your answer 12 FLOP is 1/2 of the reference")
-    assert v.diagnosis == f"{COMMON_MISTAKES[2.0]} (your answer is too small by that factor)"
+    assert v.message == ("❌ Exercise 99.4: not quite for B=3, D=4 — your answer 12 FLOP is several times too small.\n"
+                         f"   Likely cause: {_slip(2.0, 'FLOP')}.")
+    assert v.diagnosis == _slip(2.0, "FLOP")
 
 
 def test_function_still_raising_not_implemented_is_not_attempted():
@@ -218,9 +237,11 @@ def test_check_in_ipython_displays_the_verdict_as_json(monkeypatch):
     monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.append((objs, kw)))
     sl.check("99.1", 8000)
     v = sl.verdict("99.1", 8000)
-    assert shown == [(({"text/plain": v.message},), {"metadata": {VERDICT_KEY: v.to_json()}, "raw": True})]
+    # the exact relative error is left out: with the answer it gives the reference away
+    shown_json = {k: x for k, x in v.to_json().items() if k != "rel_error"}
+    assert shown == [(({"text/plain": v.message},), {"metadata": {VERDICT_KEY: shown_json}, "raw": True})]
     assert v.to_json() == {"exercise": "99.1", "status": "incorrect", "message": v.message, "rel_error": 7.0,
-                           "diagnosis": f"{COMMON_MISTAKES[8.0]} (your answer is too large by that factor)"}
+                           "diagnosis": _slip(8.0)}
 
 
 # ---------------------------------------------------------------------------
@@ -236,7 +257,8 @@ def test_an_exercise_id_must_be_a_string():
 
 def test_a_bool_is_not_a_number():
     v = sl.verdict("99.1", True)
-    assert v.status == "incorrect" and "got bool True" in v.message
+    assert (v.status, v.message) == (
+        "incorrect", "❌ Exercise 99.1: expected a number in B, got bool True (True and False are not numbers).")
 
 
 def test_ellipsis_means_not_attempted():
@@ -245,11 +267,12 @@ def test_ellipsis_means_not_attempted():
 
 
 def test_an_answer_exactly_at_the_tolerance_is_correct(registry):
-    # Reference 4 and rtol 1/4 are exact in binary: 5 is exactly at the edge, 5 + 1e-9 beyond it.
+    # Reference 4 and rtol 1/4 are exact in binary: 5 is exactly at the edge, 5 + 1e-6 beyond it
+    # (the edge itself is widened by a relative 1e-9, so that floating-point noise never decides).
     register(Exercise("99.9", "edge", lambda: 4.0, rtol=0.25))
     assert sl.verdict("99.9", 5.0).status == "correct"
     assert sl.verdict("99.9", 3.0).status == "correct"
-    assert sl.verdict("99.9", 5.0 + 1e-9).status == "incorrect"
+    assert sl.verdict("99.9", 5.0 + 1e-6).status == "incorrect"
 
 
 def test_exercises_of_a_chapter_need_a_chapter_number():

@@ -4,19 +4,25 @@ An exercise is registered once, in ``scalelib/course/answer_key/chNN.py``, with 
 reference that scalelib computes (never a number typed in). :func:`check` compares
 a learner's answer with it and prints one verdict:
 
-* correct: a confirmation with the derivation of the reference, when there is one;
-* wrong: how far off the answer is and, when the ratio matches a common slip
-  (a factor of 2, of 8, of a power of 1000 or 1024), which slip it probably was;
+* correct: a confirmation with its reasoning (the derivation of a number, the
+  reason for a choice, the formula of a function);
+* wrong: which way the answer is off and roughly how far (a few percent, tens of
+  percent, several times, orders of magnitude), and, when the ratio of the answer
+  to the reference matches a slip (one the exercise registers, or a common one
+  that fits the answer's unit), which slip it probably was. It never prints a
+  figure derived from the reference, so the feedback cannot be turned back into
+  the answer; a list is checked value by value;
 * ``None`` (or a function that still raises NotImplementedError): "not attempted".
 
 It never raises on a bad answer, so a learner's notebook always runs to the end.
 In a notebook the verdict is also attached as JSON to the output's metadata
-(under :data:`VERDICT_KEY`), which ``scalelib grade`` reads back.
+(under :data:`VERDICT_KEY`).
 """
 
 from __future__ import annotations
 
 import importlib
+import itertools
 import math
 import os
 from dataclasses import asdict, dataclass, field
@@ -28,29 +34,81 @@ from .._derivation import Derivation
 from .._errors import InvalidValueError, unknown
 from .._units import fmt
 
-#: MIME type of the machine-readable verdict a check cell displays.
 #: Key of the verdict in a check output's metadata (the output's data is plain text only,
 #: so every notebook front end and the book show it as they show any printed text).
 VERDICT_KEY = "scalelib/verdict"
 
 CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
 
-#: ratio (answer / reference) -> the slip it usually means. Exercises may add their own.
-COMMON_MISTAKES: Mapping[float, str] = {
-    2.0: "a factor of 2: a multiply-add is 2 FLOPs (2·B·D·F), and bandwidth is quoted one-way or bidirectional; check which one you used",
-    8.0: "a factor of 8: bits versus bytes (1 byte = 8 bits)",
-    1e3: "a factor of 1000: units (one SI prefix: s vs ms, GB vs MB, ...)",
-    1e6: "a factor of 10^6: units (two SI prefixes: s vs µs, GB vs kB, ...)",
-    1e9: "a factor of 10^9: units (three SI prefixes: s vs ns, GB vs B, ...)",
-    1e12: "a factor of 10^12: units (TFLOP/s vs FLOP/s, TB vs B, ...)",
-    1024.0: "a factor of 1024: units (KiB vs B, or binary vs decimal prefixes)",
-    1024.0**2: "a factor of 1024^2: units (MiB vs B)",
-    1024.0**3: "a factor of 1024^3: units (GiB vs B)",
-    1.024: "2.4%: binary versus decimal prefixes (KiB = 1024 B, kB = 1000 B)",
-    1.024**2: "4.9%: binary versus decimal prefixes (MiB versus MB)",
-    1.024**3: "7.4%: binary versus decimal prefixes (GiB versus GB)",
-    1.024**4: "10%: binary versus decimal prefixes (TiB versus TB)",
-}
+#: Units that are bytes: the only ones that get bits-versus-bytes and binary-prefix hints.
+BYTE_UNITS = frozenset({"B", "B/s"})
+#: Units that take SI prefixes (k, M, G, T or m, µ, n, p): the only ones that get a 1000ⁿ hint.
+PREFIXED_UNITS = frozenset({"s", "B", "B/s", "FLOP", "FLOP/s"})
+#: Units that count FLOPs: the only ones that get "a multiply-add is 2 FLOPs".
+FLOP_UNITS = frozenset({"FLOP", "FLOP/s", "FLOP/B"})
+
+#: How close a ratio must be to 1.024ⁿ to be put down to binary versus decimal prefixes.
+BINARY_PREFIX_TOLERANCE = 0.002
+
+
+@dataclass(frozen=True)
+class Slip:
+    """A common slip: an answer `factor` times too large or too small, for answers in `units`.
+
+    `units` is a set of unit strings, or ``"fraction"`` for a dimensionless answer
+    between 0 and 1 (unit ""); `tolerance` overrides the exercise's own when set.
+    """
+
+    factor: float
+    text: str
+    units: frozenset | str
+    tolerance: float | None = None
+
+    def applies_to(self, unit: str, reference) -> bool:
+        if self.units == "fraction":
+            ref = np.abs(np.asarray(reference, dtype=float))
+            return unit == "" and bool(np.all((ref > 0) & (ref <= 1)))
+        return unit in self.units
+
+
+def _si_slips() -> list[Slip]:
+    names = {1: "one SI prefix", 2: "two SI prefixes", 3: "three SI prefixes", 4: "four SI prefixes"}
+    up, down = "kMGT", "mµnp"
+    slips = []
+    for n in (1, 2, 3, 4):
+        for units, example in (({"s"}, f"{down[n - 1]}s versus s"),
+                               ({"B", "B/s"}, f"{up[n - 1]}B versus B"),
+                               ({"FLOP", "FLOP/s"}, f"{up[n - 1]}FLOP versus FLOP")):
+            slips.append(Slip(1000.0**n, f"a factor of {1000**n:,}: units, {names[n]} apart ({example})",
+                              frozenset(units)))
+    return slips
+
+
+#: The slips every exercise is checked for, each only for the units where it can happen.
+COMMON_SLIPS: tuple[Slip, ...] = (
+    Slip(2.0, "a factor of 2: a multiply-add is 2 FLOPs (a [B, D] x [D, F] matmul does 2·B·D·F)", FLOP_UNITS),
+    Slip(2.0, "a factor of 2: a bf16 value takes 2 bytes", frozenset({"B"})),
+    Slip(2.0, "a factor of 2: a bandwidth is quoted one way or bidirectional; check which one applies",
+         frozenset({"B/s"})),
+    Slip(2.0, "a factor of 2: check the bytes per value (a bf16 value takes 2) and whether the bandwidth "
+              "is one way or bidirectional", frozenset({"s"})),
+    Slip(8.0, "a factor of 8: bits versus bytes (1 byte = 8 bits)", BYTE_UNITS),
+    Slip(100.0, "a factor of 100: a percentage versus a fraction (50% is 0.5)", "fraction"),
+    *_si_slips(),
+    Slip(1024.0, "a factor of 1024: units, KiB versus B", BYTE_UNITS),
+    Slip(1024.0**2, "a factor of 1024²: units, MiB versus B", BYTE_UNITS),
+    Slip(1024.0**3, "a factor of 1024³: units, GiB versus B", BYTE_UNITS),
+    Slip(1.024, "binary versus decimal prefixes (KiB = 1024 B, kB = 1000 B)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
+    Slip(1.024**2, "binary versus decimal prefixes (MiB versus MB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
+    Slip(1.024**3, "binary versus decimal prefixes (GiB versus GB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
+    Slip(1.024**4, "binary versus decimal prefixes (TiB versus TB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
+)
+
+#: factor -> text of the first common slip with that factor (kept for code that looks slips up by factor).
+COMMON_MISTAKES: Mapping[float, str] = {}
+for _slip in COMMON_SLIPS:
+    COMMON_MISTAKES.setdefault(_slip.factor, _slip.text)  # type: ignore[attr-defined]
+del _slip
 
 
 @dataclass(frozen=True)
@@ -63,12 +121,16 @@ class Exercise:
         reference: computes the reference answer with scalelib (a number, an
             array, a Derivation, a string for a multiple-choice question, or,
             for ``kind="function"``, a function to compare the learner's with).
-        unit: unit of the answer, used when printing.
-        rtol: relative tolerance of a numeric answer.
+        unit: unit of the answer, used when printing and to pick the common slips
+            that can happen in it.
+        rtol: relative tolerance of a numeric answer (an answer exactly at it is correct).
         choices: accepted strings of a multiple-choice exercise.
         cases: keyword arguments to call both functions with (``kind="function"``).
-        mistakes: factor -> explanation, checked before :data:`COMMON_MISTAKES`; a
-            factor f matches answers f times too large or f times too small.
+        mistakes: ratio -> explanation, checked before :data:`COMMON_SLIPS`. The ratio
+            is wrong answer / reference, computed with scalelib from the wrong method:
+            above 1 the slip makes the answer too large, below 1 too small, and it is
+            only named for an answer off in that direction. For a list answer the key
+            may be a tuple, one ratio per value (1 where the slip leaves the value alone).
         points: what a correct answer is worth in the gradebook.
         reason: for a choice, the one-line reason shown with a correct answer.
         formula: for a function, the formula shown with a correct answer.
@@ -82,7 +144,7 @@ class Exercise:
     kind: str = "number"  # "number", "choice" or "function"
     choices: tuple[str, ...] = ()
     cases: tuple[Mapping[str, Any], ...] = ()
-    mistakes: Mapping[float, str] = field(default_factory=dict)
+    mistakes: Mapping[float | tuple[float, ...], str] = field(default_factory=dict)
     points: float = 1.0
     reason: str = ""
     formula: str = ""
@@ -114,11 +176,17 @@ _REGISTRY: dict[str, Exercise] = {}
 
 
 def register(exercise: Exercise) -> Exercise:
-    """Add `exercise` to the registry (used by the ``_exercises`` modules)."""
+    """Add `exercise` to the registry (used by the ``answer_key`` modules)."""
     if exercise.id in _REGISTRY:
         raise InvalidValueError(f"exercise {exercise.id!r} is registered twice")
     if exercise.kind not in ("number", "choice", "function"):
         raise InvalidValueError(f"exercise {exercise.id!r}: `kind` must be number, choice or function, got {exercise.kind!r}")
+    for key in exercise.mistakes:
+        ratios = key if isinstance(key, tuple) else (key,)
+        if not ratios or not all(isinstance(r, (int, float)) and r > 0 and math.isfinite(r) for r in ratios) \
+                or all(abs(r - 1) <= exercise.rtol for r in ratios):
+            raise InvalidValueError(f"exercise {exercise.id!r}: a mistake's key must be a ratio wrong / reference "
+                                    f"(positive, not 1), or a tuple of them, got {key!r}")
     _REGISTRY[exercise.id] = exercise
     return exercise
 
@@ -185,107 +253,320 @@ def _value(x):
     return x.value if isinstance(x, Derivation) else x
 
 
-def _diagnose(ratio: float, exercise: Exercise) -> str | None:
-    """The slip whose factor (or its inverse) matches `ratio`, if any."""
+# ---------------------------------------------------------------------------
+# reading an answer
+
+
+def _shown(x, limit: int = 60) -> str:
+    """`x` as the learner wrote it (its repr), cut short; never raises."""
+    try:
+        text = repr(x)
+    except Exception:  # a learner's object with a broken __repr__
+        text = f"<{type(x).__name__} object>"
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _cut(obj, limit: int = 200) -> str:
+    """str(`obj`) cut short; never raises (a learner's exception may have a broken __str__)."""
+    try:
+        text = str(obj)
+    except Exception:
+        text = f"<{type(obj).__name__}>"
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _kind_of(x) -> str:
+    """How to name what the learner gave: ``str '1000'``, ``a function``, ``bool True``."""
+    if callable(x) and not isinstance(x, type):
+        return f"a function ({getattr(x, '__name__', type(x).__name__)})"
+    shown = _shown(x)
+    if shown.startswith("<") and " at 0x" in shown:  # the default repr says nothing more than the type
+        return f"an object of type {type(x).__name__}"
+    return f"{type(x).__name__} {shown}"
+
+
+class _NotANumber(Exception):
+    """Raised while reading an answer that is not a number (or a list of them); the message says why."""
+
+
+def _scalar(x) -> float:
+    """One number of an answer as a float, or :class:`_NotANumber` saying what it is instead."""
+    x = _value(x)
+    if isinstance(x, (bool, np.bool_)):
+        raise _NotANumber(f"got bool {x!r} (True and False are not numbers)")
+    if isinstance(x, (str, bytes)):  # numpy would read "1e3" as a number
+        raise _NotANumber(f"got {_kind_of(x)}; write the number without quotes")
+    if x is None or x is Ellipsis:
+        raise _NotANumber(f"got {x!r}")
+    if isinstance(x, (complex, np.complexfloating)):
+        raise _NotANumber(f"got a complex number {_shown(x)}")
+    if callable(x):
+        raise _NotANumber(f"got {_kind_of(x)}; call it and pass the number it returns")
+    if isinstance(x, (list, tuple, dict, set, frozenset)) or not (
+            isinstance(x, (int, float, np.number)) or hasattr(type(x), "__float__") or hasattr(x, "__array__")):
+        raise _NotANumber(f"got {_kind_of(x)}")
+    try:
+        if isinstance(x, np.ndarray) or hasattr(x, "__array__"):
+            arr = np.asarray(x)
+            if arr.ndim != 0:
+                raise _NotANumber(f"got {arr.size} values where one number goes")
+            if arr.dtype.kind == "b":
+                raise _NotANumber(f"got bool {bool(arr)!r} (True and False are not numbers)")
+            if arr.dtype.kind not in "iuf":
+                return _scalar(arr.item())
+            return float(arr)
+        return float(x)
+    except _NotANumber:
+        raise
+    except OverflowError:
+        raise _NotANumber("got a number too large to compute with") from None
+    except Exception as err:  # whatever a learner's object raises when read as a number
+        raise _NotANumber(f"got {_kind_of(x)}, which cannot be read as a number "
+                          f"({type(err).__name__}: {_cut(err)})") from None
+
+
+def _is_sequence(x) -> bool:
+    if isinstance(x, (list, tuple)):
+        return True
+    if isinstance(x, (str, bytes, dict)) or callable(x):
+        return False
+    try:
+        return (isinstance(x, np.ndarray) or hasattr(x, "__array__")) and np.ndim(x) > 0
+    except Exception:
+        return False
+
+
+def _numbers(answer, n: int | None) -> np.ndarray:
+    """The answer as floats: shape () when `n` is None (one number expected), else shape (n,)."""
+    answer = _value(answer)
+    if not _is_sequence(answer):
+        if n is not None:
+            try:
+                shown = f"one number, {fmt(_scalar(answer))}"
+            except _NotANumber as err:
+                shown = str(err).removeprefix("got ")
+            raise _NotANumber(f"expected {n} values (a list such as [{', '.join('xyzw'[:n]) if n <= 4 else '...'}]), "
+                              f"got {shown}")
+        return np.asarray(_scalar(answer))
+    try:
+        items = list(answer) if isinstance(answer, (list, tuple)) else list(np.asarray(answer))
+    except Exception as err:
+        raise _NotANumber(f"got {_kind_of(answer)}, which cannot be read as numbers ({type(err).__name__})") from None
+    if any(_is_sequence(_value(item)) for item in items):
+        what = f"a flat list of {n} numbers" if n else "one number"
+        raise _NotANumber(f"expected {what}, got a nested list {_shown(answer)}")
+    if n is None:
+        if len(items) != 1:
+            raise _NotANumber(f"expected one number, got {len(items)} values {_shown(answer)}")
+        return np.asarray(_scalar(items[0]))
+    if len(items) != n:
+        raise _NotANumber(f"expected {n} values, got {len(items)}: {_shown(answer)}")
+    values = []
+    for i, item in enumerate(items, 1):
+        try:
+            values.append(_scalar(item))
+        except _NotANumber as err:
+            raise _NotANumber(f"value {i} of your answer: {err}") from None
+    return np.asarray(values, dtype=float)
+
+
+# ---------------------------------------------------------------------------
+# judging a number
+
+
+def within(got, want, rtol: float):
+    """True where `got` is within `rtol` of `want` (relative; absolute where `want` is 0).
+
+    The edge is decided the same way everywhere: an answer exactly at `rtol` is
+    correct, whatever the last bits of floating point say.
+    """
+    got, want = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
+    scale = np.where(want == 0, 1.0, np.abs(want))
+    return np.abs(got - want) / scale <= rtol * (1 + 1e-9) + 1e-15
+
+
+def _rel_errors(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    scale = np.where(want == 0, 1.0, np.abs(want))
+    return np.abs(got - want) / scale
+
+
+def _how_far(ratio: float) -> str:
+    """A coarse bucket for answer / reference > 0, with no figure in it."""
+    if ratio > 1:
+        if ratio <= 1.1:
+            return "a few percent too large"
+        if ratio < 2:
+            return "tens of percent too large"
+        return "several times too large" if ratio < 10 else "orders of magnitude too large"
+    if ratio >= 0.9:
+        return "a few percent too small"
+    if ratio > 0.5:
+        return "tens of percent too small"
+    return "several times too small" if ratio > 0.1 else "orders of magnitude too small"
+
+
+def _slip_tolerance(exercise: Exercise) -> float:
+    return max(exercise.rtol, 0.005)
+
+
+def _matches(ratio: float, factor: float, tolerance: float) -> bool:
+    return abs(ratio / factor - 1) <= tolerance * (1 + 1e-9)
+
+
+def _diagnose(ratio: float, exercise: Exercise, reference, index: int | None = None) -> str | None:
+    """The slip behind answer / reference = `ratio` (of value `index` of a list), if one matches.
+
+    The exercise's own mistakes come first, each in its own direction only; then the
+    common slips that fit the exercise's unit, in either direction.
+    """
     if not (ratio > 0 and math.isfinite(ratio)):
         return None
-    tolerance = max(exercise.rtol, 0.005)
-    table = {**exercise.mistakes, **{k: v for k, v in COMMON_MISTAKES.items() if k not in exercise.mistakes}}
-    for factor, why in table.items():
-        factor = factor if factor >= 1 else 1 / factor  # a slip shows up in either direction
-        for f, direction in ((factor, "too large"), (1 / factor, "too small")):
-            if abs(ratio / f - 1) <= tolerance:
-                return f"{why} (your answer is {direction} by that factor)"
+    tolerance = _slip_tolerance(exercise)
+    for key, why in exercise.mistakes.items():
+        if isinstance(key, tuple):
+            if index is None or index >= len(key):
+                continue
+            key = key[index]
+        if abs(key - 1) <= tolerance:  # this slip leaves this value alone
+            continue
+        if _matches(ratio, key, tolerance):
+            return why
+    for slip in COMMON_SLIPS:
+        if not slip.applies_to(exercise.unit, reference):
+            continue
+        tol = slip.tolerance if slip.tolerance is not None else tolerance
+        if _matches(ratio, slip.factor, tol) or _matches(ratio, 1 / slip.factor, tol):
+            return slip.text
     return None
 
 
-def _ratio_text(ratio: float) -> str:
-    if ratio >= 1:
-        return f"{fmt(ratio, sig=3)}× the reference"
-    return f"1/{fmt(1 / ratio, sig=3)} of the reference"
+def _off(shown: str, got: float, want: float, exercise: Exercise, reference, index=None) -> tuple[str, str | None]:
+    """How one wrong value is off (text without a figure from the reference), and its likely slip."""
+    if want != 0 and got != 0 and (got < 0) != (want < 0):
+        return f"{shown} has the wrong sign", None
+    if got == 0:
+        return f"{shown} is zero, and the answer is not", None
+    if want == 0:
+        return f"{shown} should be zero", None
+    ratio = got / want
+    return f"{shown} is {_how_far(ratio)}", _diagnose(ratio, exercise, reference, index)
+
+
+def _wrong_order(got: np.ndarray, want: np.ndarray, rtol: float) -> bool:
+    """True when the values of `got` are those of `want`, in another order."""
+    if got.size > 6:
+        return False
+    for perm in itertools.permutations(range(got.size)):
+        if list(perm) != list(range(got.size)) and np.all(within(got[list(perm)], want, rtol)):
+            return True
+    return False
 
 
 def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
     eid, unit = exercise.id, exercise.unit
+    want = np.asarray(_value(reference), dtype=float)
+    n = want.size if want.ndim else None
     try:
-        # numpy would read "1e3" as a number and True as 1
-        if isinstance(answer, (str, bytes, bool, np.bool_)) or (
-                isinstance(answer, np.ndarray) and answer.dtype.kind == "b"):
-            raise TypeError(answer)
-        got = np.asarray(answer, dtype=float)
-    except (TypeError, ValueError, OverflowError):
-        kind = "numbers" if np.ndim(reference) else "a number"
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected {kind}{' in ' + unit if unit else ''}, "
-                       f"got {type(answer).__name__} {answer!r}.")
-    want = np.asarray(reference, dtype=float)
-    if got.shape != want.shape and got.size != 1:
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected {want.size} values (shape {want.shape}), got shape {got.shape}.")
-    got = np.broadcast_to(got.reshape(()) if got.size == 1 else got, want.shape)  # [x] for x too
+        got = _numbers(answer, n)
+    except _NotANumber as err:
+        text = str(err)
+        if text.startswith("got "):
+            kind = f"{n} numbers" if n else "a number"
+            text = f"expected {kind}{' in ' + unit if unit else ''}, {text}"
+        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: {text}.")
     if not np.all(np.isfinite(got)):
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your answer {fmt(got, unit)} is not a finite number.")
-    scale = np.where(want == 0, 1.0, np.abs(want))
-    errors = np.abs(got - want) / scale
-    rel_error = float(np.max(errors))
-    if rel_error <= exercise.rtol:
-        lines = [f"✅ Exercise {eid}: correct — {fmt(got if got.ndim else float(got), unit)} "
-                 f"(within {fmt(exercise.rtol * 100)}% of the reference)."]
-        return Verdict(eid, CORRECT, "\n".join(lines), rel_error)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = got / want
-    ratio = float(np.median(ratios))
-    consistent = bool(np.all(np.abs(ratios / ratio - 1) <= exercise.rtol)) if ratio else False
-    diagnosis = _diagnose(ratio, exercise) if consistent else None
-    shown = fmt(got if got.ndim else float(got), unit)
-    if ratio < 0:
-        text = f"your answer {shown} has the wrong sign"
-    elif ratio == 0:
-        text = f"your answer {shown} is zero, the reference is not"
-    elif consistent:
-        text = f"your answer {shown} is {_ratio_text(ratio)}"
-        if 0.5 < ratio < 2:  # a percentage reads better than a ratio for near misses
-            text += f" (off by {fmt(abs(ratio - 1) * 100)}%)"
-    else:
-        text = f"your answer {shown} is off by up to {fmt(rel_error * 100)}% (element by element)"
-    message = f"❌ Exercise {eid}: not quite — {text}."
-    if diagnosis:
-        message += f"\n   Likely cause: {diagnosis}."
+        if n is None:
+            return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your answer {fmt(float(got), unit)} is not a finite number.")
+        bad = int(np.flatnonzero(~np.isfinite(got))[0])
+        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: value {bad + 1} of your answer "
+                       f"({fmt(float(got[bad]), unit)}) is not a finite number.")
+    rel_error = float(np.max(_rel_errors(got, want)))
+    ok = within(got, want, exercise.rtol)
+    if np.all(ok):
+        return Verdict(eid, CORRECT, f"✅ Exercise {eid}: correct — {fmt(got if got.ndim else float(got), unit)} "
+                       f"(within {fmt(exercise.rtol * 100)}% of the reference).", rel_error)
+    if n is None:
+        text, diagnosis = _off(f"your answer {fmt(float(got), unit)}", float(got), float(want), exercise, reference)
+        message = f"❌ Exercise {eid}: not quite — {text}."
+        if diagnosis:
+            message += f"\n   Likely cause: {diagnosis}."
+        return Verdict(eid, INCORRECT, message, rel_error, diagnosis)
+    shown = fmt(got, unit)
+    if _wrong_order(got, want, exercise.rtol):
+        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: not quite — your answer {shown} has the right values "
+                       f"in the wrong order.", rel_error, "the right values in the wrong order")
+    parts, causes = [], {}
+    for i, (g, w, good) in enumerate(zip(got, want, ok)):
+        if good:
+            parts.append(f"value {i + 1} is right")
+            continue
+        text, why = _off(f"value {i + 1}", float(g), float(w), exercise, reference, i)
+        parts.append(text)
+        if why:
+            causes.setdefault(why, []).append(i + 1)
+    buckets = {part.split(" is ", 1)[1] for part in parts if " is " in part and not part.endswith(" is right")}
+    if len(parts) > 1 and not np.any(ok) and len(buckets) == 1 and all(" is " in part for part in parts):
+        parts = [f"every value is {buckets.pop()}"]
+    message = f"❌ Exercise {eid}: not quite — your answer {shown}: {', '.join(parts)}."
+    wrong = int(np.sum(~ok))
+    for why, values in causes.items():
+        label = "" if len(values) == wrong else f" (value{'s' if len(values) > 1 else ''} {', '.join(map(str, values))})"
+        message += f"\n   Likely cause{label}: {why}."
+    diagnosis = "; ".join(causes) or None
     return Verdict(eid, INCORRECT, message, rel_error, diagnosis)
+
+
+# ---------------------------------------------------------------------------
+# choices and functions
 
 
 def _compare_choice(exercise: Exercise, answer, reference) -> Verdict:
     eid = exercise.id
+    choices = ", ".join(map(repr, exercise.choices))
     if not isinstance(answer, str):
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected one of {', '.join(map(repr, exercise.choices))}, "
-                       f"got {type(answer).__name__} {answer!r}.")
+        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected one of {choices}, got {_kind_of(answer)}.")
     given = answer.strip().lower()
     if exercise.choices and given not in [c.lower() for c in exercise.choices]:
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: {answer!r} is not one of the choices "
-                       f"{', '.join(map(repr, exercise.choices))}.")
+        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: {_shown(answer)} is not one of the choices {choices}.")
     if given == str(reference).lower():
-        return Verdict(eid, CORRECT, f"✅ Exercise {eid}: correct — {reference!r}.")
-    return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: not quite — {answer!r} is not the right choice.")
+        message = f"✅ Exercise {eid}: correct — {reference!r}."
+        if exercise.reason:
+            message += f"\n   {exercise.reason}"
+        return Verdict(eid, CORRECT, message)
+    return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: not quite — {_shown(answer)} is not the right choice.")
 
 
 def _compare_function(exercise: Exercise, answer, reference, cases=None) -> Verdict:
     eid = exercise.id
-    if not callable(answer):
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected a function, got {type(answer).__name__} {answer!r}.")
+    if not callable(answer) or isinstance(answer, type):
+        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected a function (the function itself, "
+                       f"not a call to it), got {_kind_of(answer)}.")
     cases = exercise.cases if cases is None else tuple(cases)
+    worst = 0.0
     for case in cases:
         call = ", ".join(f"{k}={v!r}" for k, v in case.items())
         try:
-            got = answer(**case)
+            got = answer(**dict(case))
         except NotImplementedError:
             return Verdict(eid, NOT_ATTEMPTED, f"⬜ Exercise {eid}: not attempted (your function still raises NotImplementedError).")
         except Exception as err:  # a learner's bug must not stop the notebook
-            return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your function raised {type(err).__name__}: {err} "
-                           f"when called with {call}.")
-        verdict = _compare_numbers(exercise, _value(got), _value(reference(**case)))
+            return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your function raised {type(err).__name__}: "
+                           f"{_cut(err)} when called with {call}.")
+        if got is None:
+            return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your function returned None for {call}; "
+                           f"did it forget `return`?")
+        verdict = _compare_numbers(exercise, got, reference(**dict(case)))
         if verdict.status != CORRECT:
-            return Verdict(eid, INCORRECT, verdict.message.replace("not quite —", f"not quite for {call} —", 1),
-                           verdict.rel_error, verdict.diagnosis)
-    return Verdict(eid, CORRECT, f"✅ Exercise {eid}: correct — your function agrees with the reference "
-                   f"on all {len(cases)} cases.")
+            message = verdict.message.replace("not quite —", f"not quite for {call} —", 1)
+            if message == verdict.message:  # not a number (or not the right count): say which call returned it
+                message = message.replace(f"Exercise {eid}: ", f"Exercise {eid}: called with {call}, your function's "
+                                          f"result does not fit: ", 1)
+            return Verdict(eid, INCORRECT, message, verdict.rel_error, verdict.diagnosis)
+        worst = max(worst, verdict.rel_error or 0.0)
+    message = f"✅ Exercise {eid}: correct — your function agrees with the reference on all {len(cases)} cases."
+    if exercise.formula:
+        message += f"\n   {exercise.formula}"
+    return Verdict(eid, CORRECT, message, worst)
 
 
 def verdict(exercise_id: str, answer, *, cases=None) -> Verdict:
@@ -313,7 +594,7 @@ def verdict(exercise_id: str, answer, *, cases=None) -> Verdict:
         return _compare_function(exercise, answer, reference, cases)
     if exercise.kind == "choice":
         return _compare_choice(exercise, answer, reference)
-    result = _compare_numbers(exercise, _value(answer), _value(reference))
+    result = _compare_numbers(exercise, answer, reference)
     if result.status == CORRECT and isinstance(reference, Derivation):
         message = result.message + "\n" + "\n".join("   " + line for line in reference.lines())
         result = Verdict(result.exercise, result.status, message, result.rel_error)
@@ -348,4 +629,5 @@ def check(exercise_id: str, answer) -> None:
         return
     from IPython.display import display
 
-    display({"text/plain": result.message}, metadata={VERDICT_KEY: result.to_json()}, raw=True)
+    shown = {k: v for k, v in result.to_json().items() if k != "rel_error"}  # the exact error gives the reference away
+    display({"text/plain": result.message}, metadata={VERDICT_KEY: shown}, raw=True)

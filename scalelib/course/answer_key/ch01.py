@@ -8,36 +8,41 @@ Facts and formulas follow ch. 1 "All About Rooflines" of How to Scale Your Model
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..check import Exercise, register
+from ._tools import define, slip
 from ..._derivation import Derivation, explain, q
 from ..._roofline import (
     arithmetic_intensity,
     critical_batch_size,
     critical_intensity,
+    matmul_bytes,
     matmul_flops,
     matmul_intensity,
     matmul_roofline,
     t_comms_s,
+    t_math_s,
 )
 from ..._specs import DTYPES, ChipSpec, bytes_per_value, chip
 
 
-def _factor(a: float, b: float) -> float:
-    """The ratio between two answers as a factor >= 1, as the checker's mistake tables expect."""
-    ratio = float(a) / float(b)
-    return max(ratio, 1 / ratio)
-
-
 # 1.1 -------------------------------------------------------------------------
+
+def _h100_fp8_intensity() -> Derivation:
+    """Reference for 1.1: the H100's fp8 rate over its HBM bandwidth."""
+    return define(explain(critical_intensity, "h100", dtype="fp8"),
+                  {"C": "the H100's peak rate in fp8", "W": "its HBM bandwidth"})
+
 
 register(Exercise(
     id="1.1",
     title="Critical intensity of an H100 in fp8",
-    reference=lambda: explain(critical_intensity, "h100", dtype="fp8"),
+    reference=_h100_fp8_intensity,
     unit="FLOP/B",
     mistakes={
-        _factor(critical_intensity("h100", dtype="bf16"), critical_intensity("h100", dtype="fp8")):
-            "about a factor of 2: that is the bf16 critical intensity; the fp8 rate is about twice the bf16 one",
+        slip(critical_intensity("h100", dtype="bf16"), critical_intensity("h100", dtype="fp8")):
+            "that is the bf16 critical intensity; the fp8 rate is about twice the bf16 one",
     },
 ))
 
@@ -50,6 +55,8 @@ def _intensity_of_matmul(B, D, F, bytes_per_value):
     return matmul_intensity(B, D, F, dtype=dtype)
 
 
+_1_2 = dict(B=1, D=8192, F=8192)
+
 register(Exercise(
     id="1.2",
     title="Arithmetic intensity of a matmul, as a function",
@@ -57,8 +64,8 @@ register(Exercise(
     unit="FLOP/B",
     kind="function",
     mistakes={
-        2.0: "a factor of 2: a matmul does 2·B·D·F FLOPs (one multiply and one add per term), "
-             "and every array counts bytes_per_value bytes per value",
+        slip(matmul_flops(**_1_2) / 2 / matmul_bytes(**_1_2), matmul_intensity(**_1_2)):
+            "you counted B·D·F FLOPs; a matmul does 2·B·D·F (one multiply and one add per term)",
     },
     cases=(
         dict(B=1, D=8192, F=8192, bytes_per_value=2),
@@ -67,6 +74,8 @@ register(Exercise(
         dict(B=512, D=8192, F=8192, bytes_per_value=1),
         dict(B=64, D=1024, F=4096, bytes_per_value=4),
     ),
+    formula="I = 2·B·D·F / (bytes_per_value · (B·D + D·F + B·F)): the FLOPs over the bytes of the input, "
+            "the weights and the output, each crossing HBM once",
 ))
 
 
@@ -82,13 +91,24 @@ def _per_example_weights_counts() -> tuple[float, float]:
     return matmul_flops(B, D, F), nbytes
 
 
+def _per_example_weights_intensity() -> Derivation:
+    """Reference for 1.3, with the byte count spelled out."""
+    B, D, F = _1_3["B"], _1_3["D"], _1_3["F"]
+    flops, nbytes = _per_example_weights_counts()
+    b = bytes_per_value("bf16")
+    counted = Derivation("nbytes", "b·(B·D + B·D·F + B·F)", f"{q(b)}·({B}·{D} + {B}·{D}·{F} + {B}·{F})", nbytes, "B")
+    intensity = explain(arithmetic_intensity, flops, nbytes)
+    return define(replace(intensity, steps=(counted,)),
+                  {"b": "bytes per bf16 value", "B, D, F": "the sides of x [B, D] and of each example's w [D, F]"})
+
+
 register(Exercise(
     id="1.3",
     title="Intensity when every example has its own weights",
-    reference=lambda: explain(arithmetic_intensity, *_per_example_weights_counts()),
+    reference=_per_example_weights_intensity,
     unit="FLOP/B",
     mistakes={
-        _factor(matmul_intensity(**_1_3), arithmetic_intensity(*_per_example_weights_counts())):
+        slip(matmul_intensity(**_1_3), arithmetic_intensity(*_per_example_weights_counts())):
             "you counted one weight matrix shared by the whole batch; here each of the B examples "
             "brings its own [D, F] matrix, so the weight bytes grow with B as fast as the FLOPs do",
     },
@@ -103,13 +123,14 @@ _1_4 = matmul_roofline(*_1_4_ARGS)
 register(Exercise(
     id="1.4",
     title="Lower bound on the time of a small-batch matmul on TPU v5e",
-    reference=lambda: explain(matmul_roofline, *_1_4_ARGS),
+    reference=lambda: define(explain(matmul_roofline, *_1_4_ARGS),
+                             {"C": "TPU v5e's peak bf16 rate", "W": "its HBM bandwidth"}),
     unit="s",
     mistakes={
-        _factor(_1_4.t_math_s, _1_4.t_lower_s):
+        slip(_1_4.t_math_s, _1_4.t_lower_s):
             "you gave T_math; at this batch moving the bytes from HBM takes longer than the arithmetic, "
             "so the lower bound is max(T_math, T_comms) = T_comms",
-        _factor(_1_4.t_upper_s, _1_4.t_lower_s):
+        slip(_1_4.t_upper_s, _1_4.t_lower_s):
             "you added T_math and T_comms, which is the pessimistic bound (no overlap); "
             "the lower bound assumes full overlap: max(T_math, T_comms)",
     },
@@ -130,6 +151,8 @@ def _rates(name: str) -> dict:
     return dict(C=spec.peak_flops_per_s(dtype="bf16"), W=spec.bytes_per_s(bandwidth="hbm"))
 
 
+_1_5 = dict(B=4096, D=8192, F=8192)  # compute-bound on TPU v5e: the FLOPs set the time
+
 register(Exercise(
     id="1.5",
     title="Lower bound on a matmul's time, as a function",
@@ -137,7 +160,9 @@ register(Exercise(
     unit="s",
     kind="function",
     mistakes={
-        2.0: "a factor of 2: a matmul does 2·B·D·F FLOPs, and a bf16 value takes 2 bytes",
+        slip(t_math_s(matmul_flops(**_1_5) / 2, "tpu-v5e"), t_math_s(matmul_flops(**_1_5), "tpu-v5e")):
+            "a factor of 2: a matmul does 2·B·D·F FLOPs (a multiply and an add per term), "
+            "and a bf16 value takes 2 bytes",
     },
     cases=(
         dict(B=64, D=8192, F=8192, **_rates("tpu-v5e")),
@@ -146,6 +171,8 @@ register(Exercise(
         dict(B=256, D=4096, F=4096, **_rates("tpu-v5p")),
         dict(B=1, D=16384, F=16384, **_rates("b200")),
     ),
+    formula="T_lower = max(T_math, T_comms), with T_math = 2·B·D·F / C and T_comms = 2·(B·D + D·F + B·F) / W "
+            "(2 bytes per bf16 value)",
 ))
 
 
@@ -157,6 +184,8 @@ register(Exercise(
     reference=lambda: matmul_roofline(200, 8192, 8192, "tpu-v5e", dtype="bf16", weight_dtype="int8").bound,
     kind="choice",
     choices=("compute", "memory"),
+    reason="With 1-byte weights the weight bytes halve, so the intensity is close to 2·B rather than B: "
+           "above TPU v5e's critical intensity C / W, so compute-bound.",
 ))
 
 
@@ -165,11 +194,14 @@ register(Exercise(
 register(Exercise(
     id="1.7",
     title="Critical batch size on TPU v5p with int8 weights",
-    reference=lambda: explain(critical_batch_size, "tpu-v5p", dtype="bf16", weight_dtype="int8"),
+    reference=lambda: define(explain(critical_batch_size, "tpu-v5p", dtype="bf16", weight_dtype="int8"),
+                             {"C": "TPU v5p's peak bf16 rate (the arithmetic runs in bf16)", "W": "its HBM bandwidth"}),
     unit="tokens",
     mistakes={
-        2.0: "a factor of 2: either you counted 2 bytes per weight (int8 weights take 1), or you used the "
-             "int8 rate for C (the arithmetic here runs in bf16)",
+        slip(critical_batch_size("tpu-v5p", dtype="bf16", weight_dtype="bf16"),
+             critical_batch_size("tpu-v5p", dtype="bf16", weight_dtype="int8")):
+            "a factor of 2: either you counted 2 bytes per weight (int8 weights take 1), or you used the "
+            "int8 rate for C (the arithmetic here runs in bf16)",
     },
 ))
 
@@ -179,10 +211,12 @@ register(Exercise(
 register(Exercise(
     id="1.8",
     title="Critical batch size of a small matmul on TPU v5e",
-    reference=lambda: explain(critical_batch_size, "tpu-v5e", dtype="bf16", D=1024, F=1024),
+    reference=lambda: define(explain(critical_batch_size, "tpu-v5e", dtype="bf16", D=1024, F=1024),
+                             {"C": "TPU v5e's peak bf16 rate", "W": "its HBM bandwidth",
+                              "I": "the critical intensity I_crit above", "D, F": "the sides of the weights [D, F]"}),
     unit="tokens",
     mistakes={
-        _factor(critical_batch_size("tpu-v5e", D=1024, F=1024), critical_batch_size("tpu-v5e")):
+        slip(critical_batch_size("tpu-v5e"), critical_batch_size("tpu-v5e", D=1024, F=1024)):
             "you gave the large-matrix limit I_crit · w / 2; with D = F = 1024 the bytes of the "
             "activations and of the output are not small next to the weights, so a larger batch is needed",
     },
@@ -196,11 +230,15 @@ _1_9_PARAMS = 70e9
 register(Exercise(
     id="1.9",
     title="Time to read a 70B-parameter model's weights on one H200",
-    reference=lambda: explain(t_comms_s, _1_9_PARAMS * bytes_per_value("bf16"), "h200", bandwidth="hbm"),
+    reference=lambda: define(explain(t_comms_s, _1_9_PARAMS * bytes_per_value("bf16"), "h200", bandwidth="hbm"),
+                             {"W": "the H200's HBM bandwidth"}),
     unit="s",
     mistakes={
-        2.0: "a factor of 2: a bf16 parameter takes 2 bytes",
-        _factor(chip("h200").bytes_per_s(bandwidth="hbm"), chip("h100").bytes_per_s(bandwidth="hbm")):
+        slip(t_comms_s(_1_9_PARAMS * bytes_per_value("int8"), "h200"),
+             t_comms_s(_1_9_PARAMS * bytes_per_value("bf16"), "h200")):
+            "a factor of 2: a bf16 parameter takes 2 bytes",
+        slip(t_comms_s(_1_9_PARAMS * bytes_per_value("bf16"), "h100"),
+             t_comms_s(_1_9_PARAMS * bytes_per_value("bf16"), "h200")):
             "you used the H100's HBM bandwidth; the H200 has faster memory (take `sl.chip('h200').hbm_bytes_per_s`)",
     },
 ))
@@ -209,17 +247,19 @@ register(Exercise(
 # 1.10 ------------------------------------------------------------------------
 
 _1_10 = dict(B=2048, F=16384)
+_1_10_BYTES = _1_10["B"] * _1_10["F"] * bytes_per_value("bf16")
 
 register(Exercise(
     id="1.10",
     title="Time to exchange partial sums between two TPU v5e chips",
-    reference=lambda: explain(t_comms_s, _1_10["B"] * _1_10["F"] * bytes_per_value("bf16"), "tpu-v5e",
-                              bandwidth="ici"),
+    reference=lambda: define(explain(t_comms_s, _1_10_BYTES, "tpu-v5e", bandwidth="ici"),
+                             {"W": "the bandwidth of one ICI link, one way"}),
     unit="s",
     mistakes={
-        _factor(chip("tpu-v5e").bytes_per_s(bandwidth="ici_bidirectional"), chip("tpu-v5e").bytes_per_s(bandwidth="ici")):
-            "a factor of 2: the partial sums cross the link in one direction at the one-way bandwidth "
-            "(`ici_link_bytes_per_s_one_way`), not the bidirectional figure; and each bf16 value is 2 bytes",
+        slip(t_comms_s(_1_10_BYTES, "tpu-v5e", bandwidth="ici_bidirectional"),
+             t_comms_s(_1_10_BYTES, "tpu-v5e", bandwidth="ici")):
+            "a factor of 2: each partial sum crosses the link one way, at the one-way bandwidth "
+            "(`ici_link_bytes_per_s_one_way`), not the bidirectional figure; and each bf16 value takes 2 bytes",
     },
 ))
 
@@ -229,7 +269,9 @@ register(Exercise(
 def _min_contracting_dim() -> Derivation:
     """Reference for 1.11: two chips split D; each does B·D·F FLOPs and sends 2·B·F bytes, so D/2 > C / W_ici."""
     ci = explain(critical_intensity, "tpu-v5e", dtype="bf16", bandwidth="ici")
-    return Derivation("D_min", "2 · C / W_ici", f"2 · {q(ci.value)}", 2 * ci.value, "", (ci,))
+    d = Derivation("D_min", "2 · I_crit", f"2 · {q(ci.value)}", 2 * ci.value, "", (ci,))
+    return define(d, {"C": "TPU v5e's peak bf16 rate", "W": "the bandwidth of one ICI link, one way",
+                      "I_crit": "C / W above: each chip's intensity against the link, D/2, must reach it"})
 
 
 register(Exercise(
@@ -238,7 +280,8 @@ register(Exercise(
     reference=_min_contracting_dim,
     unit="",
     mistakes={
-        2.0: "a factor of 2: each chip's intensity is B·D·F FLOPs over 2·B·F bytes, that is D/2 (not D); "
-             "and the partial sums cross the link one way, at the one-way ICI bandwidth",
+        slip(critical_intensity("tpu-v5e", bandwidth="ici"), 2 * critical_intensity("tpu-v5e", bandwidth="ici")):
+            "a factor of 2: each chip does B·D·F FLOPs (half of D) for 2·B·F bytes, an intensity of D/2, not D; "
+            "and the partial sums cross the link one way, at the one-way ICI bandwidth, not the bidirectional figure",
     },
 ))

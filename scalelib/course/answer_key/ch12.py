@@ -9,9 +9,12 @@ DGX SuperPOD reference architecture, as named in the registry's sources.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..check import Exercise, register
+from ._tools import define, slip
 from ..._collectives import allgather_time_s, allreduce_time_s, alltoall_time_s
 from ..._derivation import Derivation, explain, q
 from ..._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
@@ -21,10 +24,16 @@ from ..._tiles import best_tile, search_tiles, tile_intensity, tile_smem_bytes
 from ..._topology import gpu_cluster
 
 
-def _factor(a: float, b: float) -> float:
-    """The ratio between two answers as a factor >= 1, as the checker's mistake tables expect."""
-    ratio = float(a) / float(b)
-    return max(ratio, 1 / ratio)
+def _variant(name: str, **changes):
+    """A slip's version of chip `name`: NVLink read as bidirectional (``nvlink=2``), or the
+    node's egress as one NIC's (``egress=1/8``)."""
+    spec = chip(name)
+    figures = {}
+    if "nvlink" in changes:
+        figures["scale_up_bytes_per_s_per_gpu"] = spec.scale_up_bytes_per_s_per_gpu * changes["nvlink"]
+    if "egress" in changes:
+        figures["scale_out_bytes_per_s_per_node"] = spec.scale_out_bytes_per_s_per_node * changes["egress"]
+    return spec.derive(f"{name}-slip", **figures)
 
 
 def _dtype_of_size(size: float) -> str:
@@ -34,11 +43,24 @@ def _dtype_of_size(size: float) -> str:
 
 # 12.1 ------------------------------------------------------------------------
 
+def _b200_intensities() -> Derivation:
+    """Reference for 12.1: [bf16, fp8] critical intensities of a B200."""
+    both = tuple(explain(critical_intensity, "b200", dtype=dtype) for dtype in ("bf16", "fp8"))
+    d = Derivation("[bf16, fp8]", "[I_crit(b200, bf16, hbm), I_crit(b200, fp8, hbm)]", "",
+                   np.array([x.value for x in both]), "FLOP/B", both)
+    return define(d, {"C": "the B200's peak rate in that dtype", "W": "its HBM bandwidth"})
+
+
 register(Exercise(
     id="12.1",
     title="Critical intensities of a B200 in bf16 and in fp8",
-    reference=lambda: np.array([critical_intensity("b200", dtype="bf16"), critical_intensity("b200", dtype="fp8")]),
+    reference=_b200_intensities,
     unit="FLOP/B",
+    mistakes={
+        slip([critical_intensity("h100", dtype=d) for d in ("bf16", "fp8")],
+             [critical_intensity("b200", dtype=d) for d in ("bf16", "fp8")]):
+            "those are the H100's; take the B200's rates and HBM bandwidth from `sl.chip('b200')`",
+    },
 ))
 
 
@@ -51,11 +73,11 @@ def _sms_per_tensorcore() -> Derivation:
     per_core = C_v5p / v5p.cores
     per_sm = C_h100 / h100.cores
     value = per_core / per_sm
-    core = Derivation("C per v5p TensorCore", "C_v5p / TensorCores",
-                      f"{q(C_v5p, 'FLOP/s')} / {v5p.cores}", per_core, "FLOP/s")
-    sm = Derivation("C per H100 SM", "C_h100 / SMs", f"{q(C_h100, 'FLOP/s')} / {h100.cores}",
-                    per_sm, "FLOP/s")
-    return Derivation("SMs per TensorCore", "C per TensorCore / C per SM",
+    core = Derivation("C_core", "C_v5p / TensorCores", f"{q(C_v5p, 'FLOP/s')} / {v5p.cores}", per_core, "FLOP/s",
+                      where=("C_v5p: a TPU v5p chip's peak bf16 rate; TensorCores: its cores",))
+    sm = Derivation("C_SM", "C_h100 / SMs", f"{q(C_h100, 'FLOP/s')} / {h100.cores}", per_sm, "FLOP/s",
+                    where=("C_h100: an H100's peak bf16 rate; SMs: its streaming multiprocessors",))
+    return Derivation("SMs per TensorCore", "C_core / C_SM",
                       f"{q(per_core, 'FLOP/s')} / {q(per_sm, 'FLOP/s')}", value, "", (core, sm))
 
 
@@ -64,8 +86,10 @@ register(Exercise(
     title="How many H100 SMs match one TPU v5p TensorCore",
     reference=_sms_per_tensorcore,
     mistakes={
-        2.0: "a factor of 2: a TPU v5p chip has two TensorCores; divide the chip's rate by `cores` "
-             "before comparing it with one SM",
+        slip(chip("tpu-v5p").bf16_flops_per_s / (chip("h100").bf16_flops_per_s / chip("h100").cores),
+             _sms_per_tensorcore()):
+            "a factor of 2: a TPU v5p chip has two TensorCores; divide the chip's rate by `cores` "
+            "before comparing it with one SM",
     },
 ))
 
@@ -79,7 +103,7 @@ def _onchip_fast_memory() -> Derivation:
     value = h100.cores * per_sm
     return Derivation("SMEM + registers", "SMs · (SMEM per SM + registers per SM)",
                       f"{h100.cores} · ({q(h100.fast_mem_bytes_per_core, 'B')} + {q(h100.registers_bytes_per_core, 'B')})",
-                      value, "B")
+                      value, "B", where=("SM: a streaming multiprocessor; SMEM: its shared memory",))
 
 
 _H100 = chip("h100")
@@ -90,11 +114,12 @@ register(Exercise(
     reference=_onchip_fast_memory,
     unit="B",
     mistakes={
-        _factor(_H100.fast_mem_bytes_per_core + _H100.registers_bytes_per_core, _H100.fast_mem_bytes_per_core):
-            "you counted the shared memory (SMEM) only; the register file of each SM is as large again",
-        _factor(_H100.fast_mem_bytes_per_core + _H100.registers_bytes_per_core, _H100.registers_bytes_per_core):
+        slip(_H100.cores * _H100.fast_mem_bytes_per_core, _onchip_fast_memory()):
+            "you counted the shared memory (SMEM) only; the register file of each SM is about as large again",
+        slip(_H100.cores * _H100.registers_bytes_per_core, _onchip_fast_memory()):
             "you counted the register files only; each SM also has its shared memory (SMEM)",
-        float(_H100.cores): "a factor of the number of SMs: that is one SM's memory, not the whole chip's",
+        slip(_H100.fast_mem_bytes_per_core + _H100.registers_bytes_per_core, _onchip_fast_memory()):
+            "that is one SM's memory; multiply by the number of SMs for the whole chip",
     },
 ))
 
@@ -106,13 +131,15 @@ _12_4 = dict(bm=128, bn=256, bk=64, stages=3)
 register(Exercise(
     id="12.4",
     title="Shared memory needed by a pipelined matmul tile",
-    reference=lambda: explain(tile_smem_bytes, **_12_4, dtype="bf16"),
+    reference=lambda: define(explain(tile_smem_bytes, **_12_4, dtype="bf16"),
+                             {"stages": "blocks in flight in the pipeline", "bm, bn": "the sides of the output tile",
+                              "bk": "the step along the contracting dimension", "b": "bytes per bf16 value"}),
     unit="B",
     mistakes={
-        float(_12_4["stages"]): "a factor of the number of stages: each of the 3 pipeline stages holds its own "
-                                "A and B blocks in SMEM",
-        2.0: "a factor of 2: a bf16 value takes 2 bytes, and each stage holds both an A block (bm × bk) "
-             "and a B block (bk × bn)",
+        slip(tile_smem_bytes(**{**_12_4, "stages": 1}, dtype="bf16"), tile_smem_bytes(**_12_4, dtype="bf16")):
+            "you counted one stage; each of the 3 pipeline stages holds its own A and B blocks in SMEM",
+        slip(tile_smem_bytes(**_12_4, dtype="fp8"), tile_smem_bytes(**_12_4, dtype="bf16")):
+            "a factor of 2: a bf16 value takes 2 bytes",
     },
 ))
 
@@ -131,7 +158,8 @@ register(Exercise(
     unit="FLOP/B",
     kind="function",
     mistakes={
-        2.0: "a factor of 2: each multiply-add counts as 2 FLOPs, and each value loaded takes bytes_per_value bytes",
+        slip(tile_intensity(128, 128, dtype="bf16") / 2, tile_intensity(128, 128, dtype="bf16")):
+            "a factor of 2: each multiply-add counts as 2 FLOPs (the tile does 2·bm·bn·K)",
     },
     cases=(
         dict(bm=128, bn=128, bytes_per_value=2),
@@ -140,6 +168,8 @@ register(Exercise(
         dict(bm=16, bn=64, bytes_per_value=2),
         dict(bm=256, bn=128, bytes_per_value=4),
     ),
+    formula="I_tile = 2·bm·bn·K / ((bm + bn)·K·bytes_per_value) = 2·bm·bn / ((bm + bn)·bytes_per_value): "
+            "K cancels",
 ))
 
 
@@ -155,7 +185,8 @@ def _wave_efficiency() -> Derivation:
                 if (t.bm, t.bn) == (_12_6["bm"], _12_6["bn"]))
     value = tile.num_tiles / (tile.waves * cores)
     return Derivation("wave efficiency", "tiles / (waves · SMs)", f"{tile.num_tiles} / ({tile.waves} · {cores})",
-                      value, "")
+                      value, "", where=("waves: tiles / SMs rounded up (a partly filled last wave takes a whole "
+                                        "wave's time)",))
 
 
 _12_6_TILES = (_12_6["M"] // _12_6["bm"]) * (_12_6["N"] // _12_6["bn"])
@@ -165,7 +196,7 @@ register(Exercise(
     title="How full the waves of a 128 x 256 tile are on an H100",
     reference=_wave_efficiency,
     mistakes={
-        _factor(_wave_efficiency().value, _12_6_TILES / (_12_6_TILES // chip("h100").cores * chip("h100").cores)):
+        slip(_12_6_TILES / (_12_6_TILES // chip("h100").cores * chip("h100").cores), _wave_efficiency()):
             "you rounded the number of waves down; the last, partly filled wave still takes a whole wave's time, "
             "so round up",
     },
@@ -177,17 +208,31 @@ register(Exercise(
 _12_7 = dict(M=512, N=14336, K=4096)  # 512 tokens through LLaMA-3-8B's up-projection
 
 
-def _best_tile_area():
+def _best_tile_area() -> Derivation:
     """Reference for 12.7: bm · bn of the tile scalelib's search puts first."""
     tile = best_tile(**_12_7, chip="h100")
+    time = define(explain(best_tile, **_12_7, chip="h100"),
+                  {"bm, bn": "the sides of the output tile, here of the one the search ranks first (by its time)",
+                   "K": "the contracting dimension"})
+    return Derivation("area", "bm · bn", f"{tile.bm} · {tile.bn}", tile.bm * tile.bn, "", (time,))
+
+
+def _most_intense_tile_area() -> int:
+    """12.7's slip: the area of the tile with the highest intensity, not the fastest."""
+    tile = max(search_tiles(**_12_7, chip="h100"), key=lambda t: (t.intensity, t.bm * t.bn))
     return tile.bm * tile.bn
 
 
 register(Exercise(
     id="12.7",
-    title="The tile a roofline search picks for a square matmul",
+    title="The tile a roofline search picks",
     reference=_best_tile_area,
     unit="",
+    mistakes={
+        slip(_most_intense_tile_area(), _best_tile_area()):
+            "you took the tile with the highest intensity; the search ranks tiles by predicted time, "
+            "and here every tile is compute-bound, so how full the waves are decides",
+    },
 ))
 
 
@@ -203,9 +248,12 @@ register(Exercise(
     reference=lambda: explain(allgather_time_s, _12_8_BYTES, _NODE, group=8),
     unit="s",
     mistakes={
-        8 / 7: "a factor of 8/7: each GPU already holds its own eighth, so it receives only (N − 1)/N of the array",
-        2.0: "a factor of 2: NVLink's 450 GB/s per H100 is per direction (the bidirectional total is 900 GB/s); "
-             "and a bf16 value takes 2 bytes",
+        slip(_12_8_BYTES / _NODE.nvlink_bytes_per_s_per_gpu, allgather_time_s(_12_8_BYTES, _NODE, group=8)):
+            "a factor of 8/7: each GPU already holds its own eighth, so it receives only (N − 1)/N of the array",
+        slip(allgather_time_s(_12_8_BYTES, gpu_cluster(1, _variant("h100", nvlink=2)), group=8),
+             allgather_time_s(_12_8_BYTES, _NODE, group=8)):
+            "a factor of 2: NVLink's 450 GB/s per H100 is per direction (the bidirectional total is 900 GB/s); "
+            "and a bf16 value takes 2 bytes",
     },
 ))
 
@@ -234,11 +282,14 @@ register(Exercise(
     reference=_allreduce_12_9,
     unit="s",
     mistakes={
-        8.0: "a factor of 8: bits versus bytes; a node has eight 400 Gb/s InfiniBand NICs, "
-             "8 × 400 Gb/s = 400 GB/s of egress (one NIC alone gives 50 GB/s)",
-        2.0: "a factor of 2: an AllReduce is a ReduceScatter followed by an AllGather, twice the bytes of either; "
-             "and bf16 gradients take 2 bytes each",
-        _factor(_allreduce_12_9().value, _allreduce_12_9_over_nvlink_only()):
+        slip(allreduce_time_s(_12_9_BYTES, gpu_cluster(_12_9["nodes"], _variant("h100", egress=1 / 8)),
+                              group=_12_9_CLUSTER.num_gpus), _allreduce_12_9()):
+            "a factor of 8: a node has eight 400 Gb/s InfiniBand NICs, 8 × 400 Gb/s = 400 GB/s of egress; "
+            "one NIC alone gives 50 GB/s (bits versus bytes)",
+        slip(allgather_time_s(_12_9_BYTES, _12_9_CLUSTER, group=_12_9_CLUSTER.num_gpus), _allreduce_12_9()):
+            "a factor of 2: an AllReduce is a ReduceScatter followed by an AllGather, twice the bytes of either; "
+            "and bf16 gradients take 2 bytes each",
+        slip(_allreduce_12_9_over_nvlink_only(), _allreduce_12_9()):
             "you used the NVLink bandwidth; across nodes every node's share leaves through its InfiniBand "
             "egress (`scale_out_bytes_per_s_per_node`), which is slower and binds",
     },
@@ -250,17 +301,27 @@ register(Exercise(
 _12_10 = dict(B=16384, D=8192)
 _12_10_BYTES = _12_10["B"] * _12_10["D"] * bytes_per_value("bf16")
 
+def _alltoall_12_10() -> float:
+    return alltoall_time_s(_12_10_BYTES, _NODE, group=8)
+
+
 register(Exercise(
     id="12.10",
     title="AllToAll of a batch of activations inside an H100 node",
     reference=lambda: explain(alltoall_time_s, _12_10_BYTES, _NODE, group=8),
     unit="s",
     mistakes={
-        2.0: "a factor of 2: on a TPU ring an AllToAll costs V/(4W); inside a fully switched node each GPU "
-             "sends straight to every other one, V·(N−1)/(N²·W) ≈ V/(8W); and bf16 takes 2 bytes",
-        8 / 7: "a factor of 8/7: each GPU keeps the 1/N of its own data that stays home: V·(N−1)/(N²·W)",
-        8.0: "a factor of 8 (= N): each GPU holds only V/N of the array and sends (N−1)/N of that, "
-             "so the time is V·(N−1)/(N²·W), not V·(N−1)/(N·W)",
+        slip(_12_10_BYTES / (4 * _NODE.nvlink_bytes_per_s_per_gpu), _alltoall_12_10()):
+            "that is the cost on a TPU ring, V/(4W); inside a fully switched node each GPU sends straight "
+            "to every other one, V·(N−1)/(N²·W)",
+        slip(alltoall_time_s(_12_10_BYTES, gpu_cluster(1, _variant("h100", nvlink=2)), group=8), _alltoall_12_10()):
+            "a factor of 2: NVLink's 450 GB/s per H100 is per direction, not the bidirectional total; "
+            "and a bf16 value takes 2 bytes",
+        slip(_12_10_BYTES / 8 / _NODE.nvlink_bytes_per_s_per_gpu, _alltoall_12_10()):
+            "a factor of 8/7: each GPU keeps the 1/N of its own data that stays home: V·(N−1)/(N²·W)",
+        slip(_12_10_BYTES * 7 / 8 / _NODE.nvlink_bytes_per_s_per_gpu, _alltoall_12_10()):
+            "a factor of 8 (= N): each GPU holds only V/N of the array and sends (N−1)/N of that, "
+            "so the time is V·(N−1)/(N²·W), not V·(N−1)/(N·W)",
     },
 ))
 
@@ -289,7 +350,7 @@ register(Exercise(
     title="How much slower an AllToAll gets when it spans two nodes",
     reference=_alltoall_slowdown,
     mistakes={
-        _factor(_alltoall_slowdown().value, _alltoall_slowdown_approximate()):
+        slip(_alltoall_slowdown_approximate(), _alltoall_slowdown()):
             "you used the approximations V/(8·W_gpu) and V/(M·W_node); they hold for many GPUs and nodes, "
             "but with M = 2 the exact V·(M−1)/(M²·W_node) is half of V/(M·W_node)",
     },
@@ -316,20 +377,36 @@ register(Exercise(
         dict(num_nodes=128),
         dict(num_nodes=256),
     ),
+    formula="leaf = ⌈8·num_nodes / 32⌉ (half of each switch's 64 ports face the nodes), "
+            "spine = ⌈8·num_nodes / 64⌉ (every port of a spine takes a link from a leaf)",
 ))
 
 
 # 12.13 -----------------------------------------------------------------------
 
+def _dp_batches(spec="b200") -> np.ndarray:
+    """[inside one node, across nodes] data-parallel critical batches of B200 nodes (or of a slip's variant)."""
+    return np.array([data_parallel_critical_batch(gpu_cluster(n, spec)) for n in (1, 2)])
+
+
+def _dp_batches_derivation() -> Derivation:
+    """Reference for 12.13, with both thresholds derived."""
+    inside, across = (explain(data_parallel_critical_batch, gpu_cluster(n, "b200")) for n in (1, 2))
+    return Derivation("[inside one node, across nodes]", "[B_crit per chip (1 node), B_crit per chip (2 nodes)]", "",
+                      np.array([inside.value, across.value]), "tokens", (inside, across))
+
+
 register(Exercise(
     id="12.13",
     title="Data-parallel critical batch on B200s, inside a node and across nodes",
-    reference=lambda: np.array([data_parallel_critical_batch(gpu_cluster(1, "b200")),
-                                data_parallel_critical_batch(gpu_cluster(2, "b200"))]),
+    reference=_dp_batches_derivation,
     unit="tokens",
     mistakes={
-        8.0: "a factor of 8: bits versus bytes (a node's eight 400 Gb/s NICs give 400 GB/s)",
-        2.0: "a factor of 2: NVLink's 900 GB/s per B200 is per direction, not the bidirectional total",
+        slip(_dp_batches(_variant("b200", egress=1 / 8)), _dp_batches()):
+            "a factor of 8: a node's egress is its eight 400 Gb/s NICs together, 400 GB/s; "
+            "one NIC alone gives 50 GB/s (bits versus bytes)",
+        slip(_dp_batches(_variant("b200", nvlink=2)), _dp_batches()):
+            "a factor of 2: NVLink's 900 GB/s per B200 is per direction, not the bidirectional total",
     },
 ))
 
@@ -341,11 +418,13 @@ _12_14_F = 28672  # LLaMA-3-70B's MLP width
 register(Exercise(
     id="12.14",
     title="Largest compute-bound tensor-parallel degree for LLaMA-3-70B in a B200 node",
-    reference=lambda: explain(tensor_parallel_max_degree, _12_14_F, gpu_cluster(1, "b200")),
+    reference=lambda: replace(explain(tensor_parallel_max_degree, _12_14_F, gpu_cluster(1, "b200")), unit="GPUs"),
     unit="GPUs",
     mistakes={
-        2.0: "a factor of 2: use NVLink's one-way 900 GB/s per B200, not the 1.8 TB/s bidirectional total",
-        _factor(tensor_parallel_max_degree(_12_14_F, gpu_cluster(1, "b200")), tensor_parallel_max_degree(_12_14_F, _NODE)):
+        slip(tensor_parallel_max_degree(_12_14_F, gpu_cluster(1, _variant("b200", nvlink=2))),
+             tensor_parallel_max_degree(_12_14_F, gpu_cluster(1, "b200"))):
+            "a factor of 2: use NVLink's one-way 900 GB/s per B200, not the 1.8 TB/s bidirectional total",
+        slip(tensor_parallel_max_degree(_12_14_F, _NODE), tensor_parallel_max_degree(_12_14_F, gpu_cluster(1, "b200"))):
             "you used the H100's figures; take the B200's `bf16_flops_per_s` and `scale_up_bytes_per_s_per_gpu`",
     },
 ))
@@ -368,6 +447,8 @@ register(Exercise(
     reference=_expert_tp_bound,
     kind="choice",
     choices=("compute", "communication"),
+    reason="Tensor parallelism stays compute-bound only while Y ≤ F · W_gpu / C; for F = 14336 on H100s "
+           "that limit is below 8 GPUs, so NVLink sets the time.",
 ))
 
 
@@ -380,7 +461,7 @@ register(Exercise(
     title="Pipeline bubble with 16 stages and 64 microbatches",
     reference=lambda: explain(pipeline_bubble_fraction, **_12_16),
     mistakes={
-        _factor(pipeline_bubble_fraction(**_12_16), (_12_16["stages"] - 1) / _12_16["microbatches"]):
+        slip((_12_16["stages"] - 1) / _12_16["microbatches"], pipeline_bubble_fraction(**_12_16)):
             "you divided by m; the step lasts m + p − 1 slots (the m microbatches plus the p − 1 slots "
             "to fill and drain the pipeline), so the idle share is (p − 1) / (m + p − 1)",
     },
@@ -408,13 +489,12 @@ register(Exercise(
     title="An MoE AllToAll over 72 GPUs: nine H100 nodes or one GB200 NVL72",
     reference=_nvl72_alltoall_speedup,
     mistakes={
-        _factor(_nvl72_alltoall_speedup().value,
-                chip("gb200-nvl72").scale_up_bytes_per_s_per_gpu / chip("h100").scale_up_bytes_per_s_per_gpu):
+        slip(chip("gb200-nvl72").scale_up_bytes_per_s_per_gpu / chip("h100").scale_up_bytes_per_s_per_gpu,
+             _nvl72_alltoall_speedup()):
             "you compared the NVLink bandwidths only (900 vs 450 GB/s); across nine H100 nodes the "
             "InfiniBand egress of each node, not NVLink, sets the time",
-        _factor(_nvl72_alltoall_speedup().value,
-                (_12_17["gpus"] * chip("gb200-nvl72").scale_up_bytes_per_s_per_gpu)
-                / (_12_17["gpus"] // 8 * chip("h100").scale_out_bytes_per_s_per_node)):
+        slip((_12_17["gpus"] * chip("gb200-nvl72").scale_up_bytes_per_s_per_gpu)
+             / (_12_17["gpus"] // 8 * chip("h100").scale_out_bytes_per_s_per_node), _nvl72_alltoall_speedup()):
             "you used the approximations V/(N·W_gpu) and V/(M·W_node); the exact costs carry the factors "
             "(N−1)/N² and (M−1)/M², which differ noticeably for M = 9 nodes",
     },

@@ -1,0 +1,50 @@
+"""What the chapter modules share: a slip's ratio, and derivations whose every symbol is defined."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Mapping
+
+import numpy as np
+
+from ..._derivation import Derivation
+
+
+def slip(wrong, reference) -> float | tuple[float, ...]:
+    """The key of a mistake: `wrong` / `reference`, both computed by scalelib.
+
+    `wrong` is what the wrong method gives, so the ratio keeps its direction (above 1
+    the slip makes the answer too large). For a list answer, one ratio per value.
+    """
+    value = lambda x: x.value if isinstance(x, Derivation) else x  # noqa: E731
+    ratio = np.asarray(value(wrong), dtype=float) / np.asarray(value(reference), dtype=float)
+    return float(ratio) if ratio.ndim == 0 else tuple(float(r) for r in ratio)
+
+
+def _uses(formula: str, symbols: str) -> bool:
+    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(s.strip())}(?![A-Za-z0-9_])", formula)
+               for s in symbols.split(","))
+
+
+def define(derivation: Derivation, meanings: Mapping[str, str]) -> Derivation:
+    """`derivation` with a ``where`` line for each symbol of `meanings` (``{"C, W": "..."}``).
+
+    Each definition goes under the first line (in printed order: steps first) whose
+    formula uses the symbol, so it is read before or right after its first use.
+    A definition that no formula uses is an error in the answer key.
+    """
+    placed: set[str] = set()
+
+    def visit(node: Derivation) -> Derivation:
+        steps = tuple(visit(step) for step in node.steps)
+        used = [symbols for symbols in meanings if symbols not in placed and _uses(node.formula, symbols)]
+        placed.update(used)
+        where = node.where + (("; ".join(f"{symbols}: {meanings[symbols]}" for symbols in used),) if used else ())
+        return replace(node, steps=steps, where=where)
+
+    out = visit(derivation)
+    unused = [symbols for symbols in meanings if symbols not in placed]
+    if unused:
+        raise ValueError(f"define: no formula of {derivation.symbol!r} uses {', '.join(unused)}")
+    return out
