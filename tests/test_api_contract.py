@@ -369,7 +369,7 @@ def test_errors_name_the_argument_the_caller_passed():
     with pytest.raises(sl.UnknownNameError, match=r"^`chips`: unknown chip 'h100x'"):
         sl.plot_roofline(chips=["h100x"])
     legend = sl.plot_roofline(chips="h100").get_legend().get_texts()
-    assert [t.get_text() for t in legend] == ["h100 (bf16)"]  # one name is one chip, not four letters
+    assert [t.get_text() for t in legend] == ["h100 (bf16): ridge at 296 FLOP/B"]  # one chip, not four letters
 
 
 def test_overflow_is_an_error_not_inf():
