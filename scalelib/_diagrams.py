@@ -579,7 +579,7 @@ def _draw_gpu_chip(spec: ChipSpec, ax):
         y = l2_y + l2_h + 0.1 + (top_rows - 1 - r) * cell if r < top_rows else l2_y - 0.1 - (r - top_rows + 1) * cell
         _box(ax, x0 + c * cell + cell * 0.08, y + cell * 0.08, cell * 0.84, cell * 0.84, color="#CFE8D5", gid="sm",
              edge="#5B8C5A")
-    l2 = f"L2 cache {fmt(spec.l2_bytes, 'B')}" if spec.l2_bytes else "L2 cache"
+    l2 = f"L2 cache {_bytes(spec.l2_bytes)}" if spec.l2_bytes else "L2 cache"
     _box(ax, x0, l2_y, grid_w, l2_h, l2, color="#FFE0B2", gid="l2", fontsize=8)
 
     # one SM, enlarged

@@ -174,7 +174,7 @@ def _search(M, N, K, chip, dtype, sizes, k_steps, stages) -> tuple[list[Tile], d
         tiles.append(Tile(bm, bn, bk, s, float(smem), float(intensity), num, waves, total,
                           "memory" if 2 * memory_waves > waves else "compute"))
     if not tiles:
-        raise InvalidValueError(f"`sizes`: no tile of the grid fits {spec.name}'s {fmt(smem_limit, 'B')} of SMEM")
+        raise InvalidValueError(f"`sizes`: no tile of the grid fits {spec.name}'s {fmt(smem_limit, 'B', binary=True)} of SMEM")
     # Times equal but for float rounding (compute-bound tiles: waves · T_math) tie, then the smaller SMEM wins.
     tiles.sort(key=lambda t: (float(f"{t.time_s:.12e}"), t.smem_bytes, -t.bk))
     # Within 2% of the fastest, prefer the most intense tile: it leans least on L2.

@@ -221,10 +221,10 @@ def test_an_h100_shows_132_sms_its_l2_hbm_and_nvlink():
     ax = sl.draw_chip("h100")
     assert len(by_gid(ax, "sm")) == 132  # H100 SXM5: 132 SMs
     shown = texts(ax)
-    for label in ("L2 cache 50 MB", "HBM 80 GB", "3.35 TB/s", "NVLink 450 GB/s", "SMEM / L1 256 kB"):
+    for label in ("L2 cache 50 MiB", "HBM 80 GB", "3.35 TB/s", "NVLink 450 GB/s", "SMEM / L1 256 KiB"):
         assert label in shown
     assert "TMEM" not in shown  # tensor memory arrived with Blackwell
-    assert "TMEM 256 kB" in texts(sl.draw_chip("b200"))
+    assert "TMEM 256 KiB" in texts(sl.draw_chip("b200"))
     assert ax.get_title() == "h100: 132 SMs, 9.9e14 FLOP/s bf16"
 
 

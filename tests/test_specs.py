@@ -215,3 +215,44 @@ def test_a_chip_missing_a_figure_says_which_and_how_to_add_it():
     with pytest.raises(sl.InvalidValueError, match=r"^a TPU slice needs `pod_shape`, and chip 'me' has none; "
                        r"give it one with chip\('me'\)\.derive"):
         sl.tpu_slice((4, 4), bare)
+
+
+# --- corrected figures (issue 8) ----------------------------------------------------
+
+
+def test_critical_intensity_roughly_doubled_at_hopper():
+    # C / W per generation: V100 fp16 1.25e14 / 9e11, A100 3.1e14 / 2e12, H100 9.9e14 / 3.35e12,
+    # H200 9.9e14 / 4.8e12, B200 2.3e15 / 8e12.
+    got = {n: sl.critical_intensity(n, dtype="fp16" if n == "v100" else "bf16")
+           for n in ("v100", "a100", "h100", "h200", "b200")}
+    assert {n: round(v) for n, v in got.items()} == {"v100": 139, "a100": 155, "h100": 296, "h200": 206, "b200": 288}
+    assert got["h100"] / got["a100"] > 1.9
+
+
+def test_v5e_vmem_bandwidth_is_22_times_its_hbm():
+    v5e = sl.chip("tpu-v5e")
+    assert v5e.vmem_bytes_per_s == pytest.approx(22 * v5e.hbm_bytes_per_s, rel=1e-3)
+
+
+def test_v100_clock_is_the_sxm2_cards_the_one_its_rate_comes_from():
+    # 80 SMs x 8 tensor cores x 64 FMA per clock x 2 FLOPs x boost clock = the 125 TFLOP/s fp16 figure.
+    v100 = sl.chip("v100")
+    assert 80 * 8 * 64 * 2 * v100.clock_ghz_boost * 1e9 == pytest.approx(v100.fp16_flops_per_s, rel=0.005)
+
+
+def test_on_chip_memories_follow_one_convention_binary_bytes():
+    for name in ("v100", "a100", "h100", "h200", "b200", "gb200-nvl72", "tpu-v5e"):
+        spec = sl.chip(name)
+        for field in ("fast_mem_bytes_per_core", "registers_bytes_per_core", "tmem_bytes_per_core", "l2_bytes"):
+            value = getattr(spec, field)
+            if value is not None:
+                assert value % 1024 == 0, (name, field, value)
+    h100 = sl.chip("h100")
+    assert h100.fast_mem_bytes_per_core == h100.registers_bytes_per_core == 256 * 1024
+
+
+def test_the_nvl72_entry_says_where_its_per_gpu_figures_come_from():
+    nvl = sl.chip("gb200-nvl72")
+    assert "the B200's" in nvl.source
+    assert "NVL72 data sheet" in nvl.source_of("scale_up_domain")
+    assert nvl.bf16_flops_per_s == sl.chip("b200").bf16_flops_per_s
