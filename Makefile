@@ -51,6 +51,7 @@ clean:
 # committed tree so that no mutant ever touches the working tree. Not part of CI: a run of
 # MUTANTS sampled mutants takes about 7 s each. Prints the share of mutants the unit tests kill.
 MUTANTS ?= 240
+SEED ?= 0
 MUTATION_DIR ?= /tmp/scalelib-mutation
 CR := $(CURDIR)/.venv-mutation/bin
 
@@ -64,7 +65,6 @@ mutation: $(VENV)/.installed .venv-mutation/.installed
 	git archive HEAD | tar -x -C $(MUTATION_DIR)
 	cd $(MUTATION_DIR) && $(CR)/cosmic-ray init .ci/mutation.toml session.sqlite \
 		&& $(CR)/cr-filter-operators session.sqlite .ci/mutation.toml \
-		&& $(CR)/python .ci/mutation_sample.py session.sqlite $(MUTANTS) \
+		&& $(CR)/python .ci/mutation_sample.py session.sqlite $(MUTANTS) $(SEED) \
 		&& PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(MUTATION_DIR)" $(CR)/cosmic-ray exec .ci/mutation.toml session.sqlite \
-		&& $(CR)/cr-report session.sqlite | tail -n 3
-	@echo "surviving mutants: $(CR)/cr-report $(MUTATION_DIR)/session.sqlite | grep -B2 -A12 'test outcome: survived'"
+		&& $(CR)/python .ci/mutation_sample.py --score session.sqlite

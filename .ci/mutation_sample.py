@@ -1,6 +1,7 @@
 """Keep a random sample of a cosmic-ray session's pending mutants; mark the rest skipped.
 
 Usage: python .ci/mutation_sample.py SESSION.sqlite COUNT [SEED]
+       python .ci/mutation_sample.py --score SESSION.sqlite
 
 A uniform sample of a few hundred mutants estimates the kill rate of the whole
 session within a few percent, in a fraction of the time (each mutant reruns the
@@ -24,5 +25,28 @@ def main(session: str, count: int, seed: int = 0) -> None:
     print(f"kept {len(keep)} of {len(pending)} mutants (seed {seed})")
 
 
+def score(session: str) -> None:
+    """Print the share of the sampled mutants the tests killed, and each survivor's diff."""
+    from cosmic_ray.work_item import TestOutcome
+
+    killed, survived = 0, []
+    with use_db(session) as db:
+        for item, result in db.completed_work_items:
+            if result.worker_outcome != WorkerOutcome.NORMAL:
+                continue
+            if result.test_outcome == TestOutcome.SURVIVED:
+                survived.append(result.diff)
+            else:
+                killed += 1
+    total = killed + len(survived)
+    for diff in survived:
+        print("\n".join(line for line in diff.splitlines() if line.startswith(("---", "+++", "@@", "-", "+"))))
+    print(f"mutation score: {killed} of {total} sampled mutants killed ({100 * killed / max(total, 1):.1f}%), "
+          f"{len(survived)} survived")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 0)
+    if sys.argv[1] == "--score":
+        score(sys.argv[2])
+    else:
+        main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 0)
