@@ -148,6 +148,7 @@ class Exercise:
     points: float = 1.0
     reason: str = ""
     formula: str = ""
+    book: tuple[str, ...] = ()  # the book's items it answers, e.g. ("Q3",) or ("Quiz 1 Q2",): see book_items.py
 
 
 #: Environment variable set (to "1") in the kernels ``scalelib grade`` runs submissions in: there
@@ -187,6 +188,9 @@ def register(exercise: Exercise) -> Exercise:
                 or all(abs(r - 1) <= exercise.rtol for r in ratios):
             raise InvalidValueError(f"exercise {exercise.id!r}: a mistake's key must be a ratio wrong / reference "
                                     f"(positive, not 1), or a tuple of them, got {key!r}")
+    if isinstance(exercise.book, str) or not all(isinstance(b, str) and b for b in exercise.book):
+        raise InvalidValueError(f"exercise {exercise.id!r}: `book` must be a tuple of the book's item ids, "
+                                f"e.g. ('Q3',), got {exercise.book!r}")
     _REGISTRY[exercise.id] = exercise
     return exercise
 
