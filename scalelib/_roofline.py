@@ -23,7 +23,7 @@ from ._derivation import Derivation, derivable, explain, plain, q
 from ._errors import InvalidValueError
 from ._specs import BANDWIDTHS, ChipSpec, bytes_per_value, chip as _chip, dtype_name
 from ._units import fmt
-from ._validate import name as _name, nonnegative, positive
+from ._validate import name as _name, nonnegative, number, positive, shown
 
 
 def _bandwidth(bandwidth) -> str:
@@ -95,16 +95,21 @@ def critical_intensity(chip, *, dtype="bf16", bandwidth="hbm"):
 
 
 @derivable
-def t_math_s(flops, chip, *, dtype="bf16"):
-    """The time the arithmetic alone takes at the chip's peak rate.
+def t_math_s(flops, chip, *, dtype="bf16", efficiency=1.0):
+    """The time the arithmetic alone takes at the chip's peak rate (or a share of it).
+
+    Real kernels reach about 80–85% of the data-sheet peak on H100 and B200 and about
+    95% on TPUs (How to Scale Your Model, ch. 1); pass that share as `efficiency`
+    where a question asks for a realistic time.
 
     Formula:
-        T_math = FLOPs / C
+        T_math = FLOPs / (efficiency · C)
 
     Args:
         flops: FLOPs to do (FLOP), >= 0.
         chip: a chip name or a ChipSpec.
         dtype: the dtype of the arithmetic, which sets C.
+        efficiency: the share of the peak rate reached, in (0, 1]; 1 is the peak.
 
     Returns:
         seconds (s).
@@ -117,9 +122,21 @@ def t_math_s(flops, chip, *, dtype="bf16"):
         '698 µs'
     """
     F = nonnegative("flops", flops)
+    eff = _efficiency(efficiency)
     C = explain(_chip(chip).peak_flops_per_s, dtype=dtype)
-    return Derivation("T_math", "FLOPs / C", lambda: f"{q(flops, 'FLOP')} / {q(C.value, 'FLOP/s')}",
-                      plain(np.asarray(F) / C.value), "s")
+    if eff == 1:
+        return Derivation("T_math", "FLOPs / C", lambda: f"{q(flops, 'FLOP')} / {q(C.value, 'FLOP/s')}",
+                          plain(np.asarray(F) / C.value), "s")
+    return Derivation("T_math", "FLOPs / (efficiency · C)",
+                      lambda: f"{q(flops, 'FLOP')} / ({q(eff)} · {q(C.value, 'FLOP/s')})",
+                      plain(np.asarray(F) / (eff * C.value)), "s")
+
+
+def _efficiency(efficiency) -> float:
+    eff = number("efficiency", efficiency, positive=True, at_most=1)
+    if np.ndim(eff):
+        raise InvalidValueError(f"`efficiency` must be a single share of the peak in (0, 1], got {shown(efficiency)}")
+    return float(eff)
 
 
 @derivable
@@ -167,7 +184,8 @@ class Roofline:
     t_math_s: object
     t_comms_s: object
     intensity: object
-    critical_intensity: float
+    critical_intensity: float  # efficiency · C / W: where the roof's two parts meet
+    efficiency: float = 1.0
 
     @property
     def chip(self) -> str:
@@ -206,23 +224,24 @@ class Roofline:
         )
 
 
-def _roofline(flops, nbytes, chip, dtype, bandwidth, steps=()) -> Derivation:
+def _roofline(flops, nbytes, chip, dtype, bandwidth, steps=(), efficiency=1.0) -> Derivation:
     F = nonnegative("flops", flops)
     N = nonnegative("nbytes", nbytes)
+    eff = _efficiency(efficiency)
     spec, dtype, bandwidth, C, W = _rates(chip, dtype, bandwidth)
     F, N = (plain(a) for a in np.broadcast_arrays(np.asarray(F, dtype=float), np.asarray(N, dtype=float)))
-    math_ = explain(t_math_s, F, spec, dtype=dtype)
+    math_ = explain(t_math_s, F, spec, dtype=dtype, efficiency=eff)
     comms = explain(t_comms_s, N, spec, bandwidth=bandwidth)
     with np.errstate(divide="ignore", invalid="ignore"):
         intensity = plain(np.where(np.asarray(N) > 0, np.asarray(F) / np.where(np.asarray(N) > 0, N, 1), np.inf))
-    result = Roofline(spec, dtype, bandwidth, F, N, math_.value, comms.value, intensity, C.value / W.value)
+    result = Roofline(spec, dtype, bandwidth, F, N, math_.value, comms.value, intensity, eff * C.value / W.value, eff)
     return Derivation("T_lower", "max(T_math, T_comms)",
                       lambda: f"max({q(result.t_math_s, 's')}, {q(result.t_comms_s, 's')})",
                       result.t_lower_s, "s", (*steps, math_, comms), returns=result)
 
 
 @derivable
-def roofline(flops, nbytes, chip, *, dtype="bf16", bandwidth="hbm") -> Roofline:
+def roofline(flops, nbytes, chip, *, dtype="bf16", bandwidth="hbm", efficiency=1.0) -> Roofline:
     """The roofline of an operation doing `flops` FLOPs and moving `nbytes` bytes on `chip`.
 
     Formula:
@@ -234,6 +253,7 @@ def roofline(flops, nbytes, chip, *, dtype="bf16", bandwidth="hbm") -> Roofline:
         chip: a chip name or a ChipSpec.
         dtype: the dtype of the arithmetic (sets C).
         bandwidth: which W (``"hbm"`` by default).
+        efficiency: the share of the peak rate the arithmetic reaches, in (0, 1].
 
     Returns:
         A :class:`Roofline` (times in s); ``explain(roofline, ...)`` derives its T_lower.
@@ -246,7 +266,7 @@ def roofline(flops, nbytes, chip, *, dtype="bf16", bandwidth="hbm") -> Roofline:
         >>> r.bound, fmt(r.t_lower_s, "s")
         ('compute', '698 µs')
     """
-    return _roofline(flops, nbytes, chip, dtype, bandwidth)
+    return _roofline(flops, nbytes, chip, dtype, bandwidth, efficiency=efficiency)
 
 
 @derivable
@@ -376,11 +396,11 @@ def matmul_intensity(B, D, F, *, dtype="bf16", weight_dtype=None, out_dtype=None
 
 @derivable
 def matmul_roofline(B, D, F, chip, *, dtype="bf16", weight_dtype=None, out_dtype=None,
-                    compute_dtype=None) -> Roofline:
-    """The HBM roofline of the matmul [B, D] x [D, F] on `chip`.
+                    compute_dtype=None, bandwidth="hbm", efficiency=1.0) -> Roofline:
+    """The roofline of the matmul [B, D] x [D, F] on `chip`, its arrays read from HBM (or VMEM, ...).
 
     Formula:
-        T_lower = max(2·B·D·F / C, (x·B·D + w·D·F + o·B·F) / W_hbm)
+        T_lower = max(2·B·D·F / (efficiency · C), (x·B·D + w·D·F + o·B·F) / W)
 
     Args:
         B, D, F: the matrix sides (> 0).
@@ -388,6 +408,8 @@ def matmul_roofline(B, D, F, chip, *, dtype="bf16", weight_dtype=None, out_dtype
         dtype, weight_dtype, out_dtype: as in :func:`matmul_bytes`.
         compute_dtype: the dtype of the arithmetic (sets C); defaults to `dtype`.
             With int8 weights and bf16 activations the arithmetic runs in bf16.
+        bandwidth: the memory the arrays stream from: ``"hbm"`` (default), ``"vmem"`` on a TPU.
+        efficiency: the share of the peak rate the arithmetic reaches, in (0, 1].
 
     Returns:
         A :class:`Roofline`; ``explain(matmul_roofline, ...)`` derives its T_lower.
@@ -403,7 +425,7 @@ def matmul_roofline(B, D, F, chip, *, dtype="bf16", weight_dtype=None, out_dtype
     flops = explain(matmul_flops, B, D, F)
     nbytes = explain(matmul_bytes, B, D, F, dtype=dtype, weight_dtype=weight_dtype, out_dtype=out_dtype)
     compute = dtype if compute_dtype is None else dtype_name(compute_dtype, arg="compute_dtype")
-    return _roofline(flops.value, nbytes.value, chip, compute, "hbm", (flops, nbytes))
+    return _roofline(flops.value, nbytes.value, chip, compute, bandwidth, (flops, nbytes), efficiency)
 
 
 @derivable(allow_inf=True)

@@ -190,3 +190,23 @@ def test_weights_streamed_over_pcie_need_a_far_larger_batch():
     pcie = sl.critical_batch_size("tpu-v6e", bandwidth="pcie")
     assert pcie == pytest.approx(9.2e14 / 3.2e10)
     assert pcie / sl.critical_batch_size("tpu-v6e") == pytest.approx(1.6e12 / 3.2e10)
+
+
+def test_a_realistic_share_of_the_peak_stretches_the_compute_time():
+    # 1e12 FLOPs on an H100: 1.01 ms at the 9.9e14 peak, 1.19 ms at 85% of it (How to Scale Your Model, ch. 1).
+    assert sl.t_math_s(1e12, "h100") == pytest.approx(1.01e-3, rel=0.01)
+    assert sl.t_math_s(1e12, "h100", efficiency=0.85) == pytest.approx(1e12 / (0.85 * 9.9e14))
+    r = sl.roofline(1e12, 1e6, "h100", efficiency=0.85)
+    assert r.t_math_s == sl.t_math_s(1e12, "h100", efficiency=0.85) and r.critical_intensity == pytest.approx(
+        0.85 * 9.9e14 / 3.35e12)
+    assert "efficiency" in str(sl.explain(sl.t_math_s, 1e12, "h100", efficiency=0.85))
+    with pytest.raises(sl.InvalidValueError, match=r"^`efficiency` must be <= 1, got 1.2$"):
+        sl.t_math_s(1e12, "h100", efficiency=1.2)
+
+
+def test_a_matmul_from_vmem_turns_compute_bound_at_a_small_batch():
+    # Book ch. 2 Q4: int8 [B, 4096] x [4096, 16384] on a v5e; from VMEM (22x HBM) the ridge is about B = 11.
+    hbm = sl.matmul_roofline(16, 4096, 16384, "tpu-v5e", dtype="int8")
+    vmem = sl.matmul_roofline(16, 4096, 16384, "tpu-v5e", dtype="int8", bandwidth="vmem")
+    assert hbm.bound == "memory" and vmem.bound == "compute"
+    assert vmem.t_comms_s == pytest.approx(hbm.t_comms_s * 8.2e11 / 1.804e13)
