@@ -134,7 +134,8 @@ _FLOAT_FIELDS = (
     "l2_bytes", "clock_ghz_base", "clock_ghz_boost", "scale_up_bytes_per_s_per_gpu",
     "scale_out_bytes_per_s_per_node",
 )
-_INT_FIELDS = ("ici_links_per_chip", "wraparound_cube", "cores", "mxu_size", "scale_up_domain")
+_INT_FIELDS = ("ici_links_per_chip", "wraparound_cube", "cores", "vector_alus_per_core", "mxu_size",
+               "scale_up_domain")
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ class ChipSpec:
     dcn_bytes_per_s_per_chip: float | None = None
     pcie_bytes_per_s: float | None = None
     cores: int | None = None  # TensorCores per TPU chip, SMs per GPU
+    vector_alus_per_core: int | None = None  # VPU ALUs per TensorCore (lanes x ALUs), fp32 CUDA cores per SM
     mxu_size: int | None = None  # a TPU MXU is mxu_size x mxu_size
     fast_mem_bytes_per_core: float | None = None  # VMEM per TensorCore, SMEM per SM
     vmem_bytes_per_s: float | None = None  # VMEM <-> MXU/VPU bandwidth of a TPU

@@ -256,3 +256,10 @@ def test_the_nvl72_entry_says_where_its_per_gpu_figures_come_from():
     assert "the B200's" in nvl.source
     assert "NVL72 data sheet" in nvl.source_of("scale_up_domain")
     assert nvl.bf16_flops_per_s == sl.chip("b200").bf16_flops_per_s
+
+
+def test_alu_counts_match_the_published_totals():
+    # H100 SXM5: 16,896 FP32 CUDA cores (NVIDIA data sheet); B200: 148 SMs x 128 = 18,944;
+    # TPU v5p: 2 cores x 8 x 128 lanes x 4 ALUs = 8192 (How to Scale Your Model, ch. 12 Quiz 1).
+    totals = {n: sl.chip(n).cores * sl.chip(n).vector_alus_per_core for n in ("h100", "b200", "tpu-v5p", "a100")}
+    assert totals == {"h100": 16896, "b200": 18944, "tpu-v5p": 8192, "a100": 6912}
