@@ -40,6 +40,14 @@ from ._roofline import (
     t_math_s,
 )
 from ._specs import DTYPES, ChipSpec, bytes_per_value, chip, chips, dtype_name, hw, load_chips, register_chip
+from ._systolic import (
+    SystolicTrace,
+    animate_systolic,
+    systolic_animation_html,
+    systolic_cycles,
+    systolic_matmul,
+    systolic_trace,
+)
 from ._tiles import Tile, best_tile, search_tiles, tile_intensity, tile_smem_bytes
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_pod, tpu_slice
 from ._units import fmt
@@ -56,6 +64,9 @@ __all__ = [
     "Roofline", "arithmetic_intensity", "attainable_flops_per_s", "critical_batch_size", "critical_intensity",
     "matmul_bytes", "matmul_flops", "matmul_intensity", "matmul_roofline", "roofline", "t_comms_s", "t_math_s",
     "measure_copy_time_s", "measure_machine", "measure_matmul_time_s", "plot_roofline",
+    # the MXU, a systolic array, simulated (chapter 2)
+    "SystolicTrace", "animate_systolic", "systolic_animation_html", "systolic_cycles", "systolic_matmul",
+    "systolic_trace",
     # topologies and collectives (chapters 2, 3, 12)
     "GpuCluster", "TpuSlice", "gpu_cluster", "tpu_pod", "tpu_slice",
     "allgather_time_s", "allreduce_time_s", "alltoall_time_s", "reducescatter_time_s",

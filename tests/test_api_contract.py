@@ -26,6 +26,7 @@ SLICE = sl.tpu_slice((4, 4), "tpu-v5e")
 POD = sl.tpu_pod("tpu-v5e")
 CLUSTER = sl.gpu_cluster(2, "h100")
 H100 = sl.chip("h100")
+TRACE = sl.systolic_trace([[1, 2], [3, 4]], [[1, 0], [2, 1]])
 
 #: A valid call of every public callable: (callable, positional args, keyword args).
 #: Methods of the public classes are included, bound to an instance.
@@ -97,6 +98,12 @@ CALLS = {
     "draw_fat_tree": (sl.draw_fat_tree, (CLUSTER,), {}),
     "draw_chip": (sl.draw_chip, ("tpu-v5e",), {}),
     "plot_spec_comparison": (sl.plot_spec_comparison, (["h100", "tpu-v5e"],), {"fields": ("hbm_bytes",)}),
+    "systolic_matmul": (sl.systolic_matmul, ([[1, 2], [3, 4]], [[1, 0, 2], [2, 1, 0]]), {"size": 3}),
+    "systolic_trace": (sl.systolic_trace, ([[1.5, 2.0]], [[1.0], [2.0]]), {"size": 2}),
+    "systolic_cycles": (sl.systolic_cycles, (8, 4, 4), {"size": 4}),
+    "animate_systolic": (sl.animate_systolic, (TRACE,), {"interval_ms": 500, "frames_per_cycle": 2}),
+    "systolic_animation_html": (sl.systolic_animation_html, (TRACE,), {"interval_ms": 500, "frames_per_cycle": 1,
+                                                                       "dpi": 40}),
     "check": (sl.check, ("1.1", 590), {}),
     "verdict": (sl.verdict, ("1.1", 590), {}),
     "exercises": (sl.exercises, (1,), {}),
@@ -104,7 +111,7 @@ CALLS = {
 
 #: Public names that are not called: constants, errors, and records scalelib makes and hands out.
 NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValueError",
-              "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict"}
+              "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "SystolicTrace"}
 #: Parameters that may take a default and still be positional: the subject of a listing or a plot.
 POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "chapter"), ("plot_roofline", "chips"),
                        ("plot_spec_comparison", "chips"), ("fmt", "unit"), ("gpu_cluster", None)}
@@ -113,9 +120,11 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "ChipSpec.derive", "ChipSpec.source_of", "tpu_slice", "tpu_pod", "gpu_cluster", "TpuSlice",
                "GpuCluster", "TpuSlice.route", "TpuSlice.axes", "TpuSlice.axis_bytes_per_s", "TpuSlice.summary",
                "GpuCluster.summary", "measure_machine", "plot_roofline", "draw_torus", "draw_gpu_node",
-               "draw_fat_tree", "draw_chip", "plot_spec_comparison", "check", "verdict", "exercises"}
+               "draw_fat_tree", "draw_chip", "plot_spec_comparison", "check", "verdict", "exercises",
+               "systolic_matmul", "systolic_trace", "animate_systolic", "systolic_animation_html"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_machine", "plot_roofline", "draw_torus",
-        "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison", "search_tiles", "best_tile"}
+        "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison", "search_tiles", "best_tile",
+        "animate_systolic", "systolic_animation_html"}
 
 
 @pytest.fixture(autouse=True)
