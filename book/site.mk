@@ -4,11 +4,29 @@
 #
 #   make site      build the website into _build/html (notebooks are executed,
 #                  results cached in _build/.jupyter_cache)
+#   make site SOLUTIONS=no
+#                  the same site without the solution pages, for courses that grade:
+#                  built from a copy of the toc without its solutions/ entries
+#                  (_build/no-solutions/_toc.yml), links to them left as plain text,
+#                  into _build/no-solutions/_build/html (apart from the full site)
 #   make browser   install Debian's chromium and chromedriver (for tests/test_site.py)
 
+SOLUTIONS ?= yes
+ifeq ($(SOLUTIONS),no)
+SITE_TOC := _build/no-solutions/_toc.yml
+SITE_HTML := _build/no-solutions/_build/html
+SITE_ENV := SCALELIB_SITE_SOLUTIONS=no
+SITE_OUT := --path-output _build/no-solutions
+else ifeq ($(SOLUTIONS),yes)
+SITE_TOC := book/_toc.yml
 SITE_HTML := _build/html
-SITE_BUILD := $(VENV)/bin/jupyter-book build . --config book/_config.yml --toc book/_toc.yml \
-	-W -n --keep-going
+SITE_ENV :=
+SITE_OUT :=
+else
+$(error SOLUTIONS must be yes or no, got '$(SOLUTIONS)')
+endif
+SITE_BUILD := $(SITE_ENV) $(VENV)/bin/jupyter-book build . --config book/_config.yml --toc $(SITE_TOC) \
+	$(SITE_OUT) -W -n --keep-going
 # Root installs packages directly; anyone else through sudo.
 SITE_SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -31,5 +49,8 @@ browser:
 	fi
 
 site: $(VENV)/.installed book/node_modules/.installed
+ifeq ($(SOLUTIONS),no)
+	$(PY) -c "from scalelib.course.authoring import write_toc_without_solutions as w; w('book/_toc.yml', '$(SITE_TOC)')"
+endif
 	$(SITE_BUILD)
 	@echo "Site built: file://$(CURDIR)/$(SITE_HTML)/index.html"

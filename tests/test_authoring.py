@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nbformat
 import pytest
 from hypothesis import given, strategies as st
@@ -175,6 +177,27 @@ def test_outputs_and_counts_cleared_ids_and_metadata_kept_solution_untouched():
     assert (cell.outputs, cell.execution_count, cell.id, cell.metadata) == ([], None, "cell-0", {"tags": ["exercise"]})
     assert ex.metadata == nb.metadata
     assert nbformat.writes(nb) == before
+
+
+def test_generated_exercise_notebooks_name_their_chapter_for_the_grader(tmp_path):
+    (tmp_path / "solutions").mkdir()
+    nb = notebook(("code", "x = 1"))
+    nb.metadata["scalelib"] = {"learner": "kept"}
+    nbformat.write(nb, tmp_path / "solutions/ch07_demo.ipynb")
+    nbformat.write(notebook(("code", "x = 1")), tmp_path / "solutions/appendix.ipynb")
+    generate(tmp_path / "solutions", tmp_path / "exercises")
+    assert nbformat.read(tmp_path / "exercises/ch07_demo.ipynb", 4).metadata["scalelib"] == {"learner": "kept",
+                                                                                             "chapter": 7}
+    assert "scalelib" not in nbformat.read(tmp_path / "exercises/appendix.ipynb", 4).metadata
+    assert generate_exercise_notebook(notebook(("code", "x = 1")), chapter=3).metadata["scalelib"] == {"chapter": 3}
+
+
+def test_the_course_exercise_notebooks_name_their_chapter():
+    from scalelib.course.authoring import chapter_of
+
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted((root / "exercises").glob("*.ipynb")):
+        assert nbformat.read(path, 4).metadata["scalelib"]["chapter"] == chapter_of(path), path
 
 
 def test_generate_writes_identical_bytes_twice_and_then_reports_nothing(tmp_path):
@@ -374,3 +397,38 @@ def test_solution_notebooks_get_no_colab_link(tmp_path):
     path = tmp_path / "ch99.ipynb"
     nbformat.write(notebook(("md", "# Title"), ("code", SETUP)), path)
     assert sync_setup_cells([path], check=True, config_path=config(tmp_path)) == []
+
+
+# ---------------------------------------------------------------------------
+# the site without solutions (make site SOLUTIONS=no)
+
+
+def test_the_toc_without_solutions_keeps_every_other_page_in_order():
+    import yaml
+
+    from scalelib.course.authoring import toc_without_solutions
+
+    root = Path(__file__).resolve().parents[1]
+
+    def files(toc):
+        return [c["file"] for part in toc["parts"] for c in part["chapters"]]
+
+    full = yaml.safe_load((root / "book" / "_toc.yml").read_text())
+    kept = yaml.safe_load(toc_without_solutions((root / "book" / "_toc.yml").read_text()))
+    assert files(kept) == [f for f in files(full) if not f.startswith("solutions/")]
+    assert any(f.startswith("solutions/") for f in files(full)) and kept["root"] == full["root"]
+
+
+def test_links_to_solution_pages_become_plain_text_in_the_site_without_solutions():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+    try:
+        from course_site import unlink_solutions
+    finally:
+        sys.path.pop(0)
+    assert unlink_solutions("[Exercises](../exercises/ch01_x.ipynb) · [Solutions](../solutions/ch01_x.ipynb) |") == \
+        "[Exercises](../exercises/ch01_x.ipynb) |"
+    assert unlink_solutions("The [solutions](../solutions/ch01_x.ipynb#a) work it out.") == \
+        "The solutions work it out."
+

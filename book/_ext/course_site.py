@@ -18,7 +18,11 @@
 5. The solution notebooks' region markers (``### BEGIN SOLUTION`` /
    ``### END SOLUTION``, which `make exercises` reads) are left out of the
    code a reader sees on the site.
-6. Duplicate scripts are dropped from each page. Sphinx 7 re-adds, at write
+6. Built with ``make site SOLUTIONS=no`` (environment variable
+   ``SCALELIB_SITE_SOLUTIONS=no``), the site has no solution pages, and links
+   to them become plain text (a ``· [Solutions](...)`` after another link goes
+   entirely), so that no page points at a page that is not there.
+7. Duplicate scripts are dropped from each page. Sphinx 7 re-adds, at write
    time, every inline script an extension registered after the builder was
    created, with ``filename=''`` where the first copy has ``filename=None``;
    the two do not compare equal, so both are emitted. sphinx-thebe registers
@@ -190,9 +194,25 @@ def hide_solution_markers(app: Sphinx, docname: str, source: list[str]) -> None:
     source[0] = json.dumps(nb)
 
 
+#: A Markdown link to a solutions/ page, with the " · " that may join it to the link before it.
+SOLUTION_LINK = re.compile(r"(\s*(?:·|\\u00b7)\s*)?\[([^\]\n]*)\]\((?:\.\./|\./)?solutions/[^)\s]*\)")
+
+
+def unlink_solutions(text: str) -> str:
+    """`text` with its links to solutions/ pages made plain text (or dropped after a " · ")."""
+    return SOLUTION_LINK.sub(lambda m: "" if m.group(1) else m.group(2), text)
+
+
+def unlink_solution_pages(app: Sphinx, docname: str, source: list[str]) -> None:
+    """In a site built without the solution pages, no page links to them."""
+    if os.environ.get("SCALELIB_SITE_SOLUTIONS", "yes") == "no" and "solutions/" in source[0]:
+        source[0] = unlink_solutions(source[0])
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinxcontrib.katex")
     app.connect("source-read", hide_solution_markers)
+    app.connect("source-read", unlink_solution_pages)
     app.connect("config-inited", add_course_css)
     app.add_css_file("course.css")
     app.connect("config-inited", use_npm_katex)

@@ -4,7 +4,9 @@
 * :mod:`scalelib.course.answer_key`: the exercises' registrations, one module per chapter,
   whose references scalelib computes (kept out of the learner's kernel when grading);
 * :mod:`scalelib.course.grade`: ``scalelib grade``, which runs submissions in isolated
-  kernels and re-checks every answer itself;
+  kernels and re-checks every answer itself, into a gradebook;
+* :mod:`scalelib.course.sandbox`: each submission's temporary folder, kernel, limits and
+  clean-up; :mod:`scalelib.course.record`: the answers a grading kernel records;
 * :mod:`scalelib.course.authoring`: exercise notebooks generated from the solved ones,
   setup cells and Colab links;
 * :mod:`scalelib.course.apidoc`: the site's API reference and formula index;

@@ -12,7 +12,9 @@ a line ``### END SOLUTION`` becomes a stub:
 
 In a Markdown cell, every ``<!-- BEGIN SOLUTION -->`` ... ``<!-- END SOLUTION -->``
 is removed (a cell left empty is dropped). Outputs and execution counts are cleared;
-cell ids and notebook metadata are kept, so regenerating gives the same bytes.
+cell ids and notebook metadata are kept, so regenerating gives the same bytes. Each
+exercise notebook's metadata also names its chapter, ``{"scalelib": {"chapter": N}}``
+(from the file name ``chNN_...``), which ``scalelib grade`` reads.
 
 **The setup cell is written from one place.** The course repository's address is
 kept only in ``book/_config.yml`` (``repository: url:`` and ``branch:``); the first
@@ -272,16 +274,18 @@ def exercise_markdown(source: str, where: str = "cell") -> str:
 # Notebooks
 
 
-def generate_exercise_notebook(solution_nb, name: str = "notebook"):
+def generate_exercise_notebook(solution_nb, name: str = "notebook", chapter: int | None = None):
     """The exercise notebook generated from `solution_nb` (an nbformat NotebookNode).
 
     Args:
         solution_nb: the solved notebook; it is not modified.
         name: how error messages name the notebook (usually its path).
+        chapter: the chapter number written into the metadata
+            (``metadata["scalelib"]["chapter"]``, read by ``scalelib grade``); None writes none.
 
     Returns:
         A new NotebookNode: solution regions replaced by stubs, outputs and
-        execution counts cleared, cell ids and notebook metadata kept.
+        execution counts cleared, cell ids and notebook metadata kept (plus the chapter).
 
     Raises:
         AuthoringError: a marker not closed, nested or stray, or a code region
@@ -304,7 +308,20 @@ def generate_exercise_notebook(solution_nb, name: str = "notebook"):
                 continue
         cells.append(cell)
     nb.cells = cells
+    if chapter is not None:
+        scalelib_meta = nb.metadata.get("scalelib")
+        nb.metadata["scalelib"] = {**(scalelib_meta if isinstance(scalelib_meta, dict) else {}), "chapter": chapter}
     return nb
+
+
+#: A chapter's notebook name: ``ch01_rooflines.ipynb`` is chapter 1.
+_CHAPTER_FILE = re.compile(r"^ch(\d+)(?:_|\.|$)", re.IGNORECASE)
+
+
+def chapter_of(path) -> int | None:
+    """The chapter a course notebook's file name gives (``ch12_gpus.ipynb`` -> 12), or None."""
+    match = _CHAPTER_FILE.match(Path(path).name)
+    return int(match.group(1)) if match else None
 
 
 def notebook_text(nb) -> str:
@@ -347,7 +364,7 @@ def generate(solutions_dir="solutions", exercises_dir="exercises", check: bool =
     wanted = {}
     for source in sorted(solutions.glob("*.ipynb")):
         target = exercises / source.name
-        text = notebook_text(generate_exercise_notebook(_read(source), name=str(source)))
+        text = notebook_text(generate_exercise_notebook(_read(source), name=str(source), chapter=chapter_of(source)))
         wanted[target.name] = text
         if not target.exists():
             drift.append(Drift(target, "missing"))
@@ -363,6 +380,45 @@ def generate(solutions_dir="solutions", exercises_dir="exercises", check: bool =
                 item.path.parent.mkdir(parents=True, exist_ok=True)
                 item.path.write_text(wanted[item.path.name], encoding="utf-8", newline="\n")
     return sorted(drift, key=lambda d: str(d.path))
+
+
+# ---------------------------------------------------------------------------
+# The site without solutions
+
+
+def toc_without_solutions(toc_text: str) -> str:
+    """The text of a book table of contents (``book/_toc.yml``) without its ``solutions/`` entries.
+
+    ``make site SOLUTIONS=no`` builds the site from it, for courses that grade.
+    """
+    import yaml
+
+    toc = yaml.safe_load(toc_text)
+
+    def keep(entries):
+        kept = []
+        for entry in entries:
+            if isinstance(entry, dict) and str(entry.get("file", "")).startswith("solutions/"):
+                continue
+            if isinstance(entry, dict):
+                entry = {k: keep(v) if k in ("chapters", "sections", "parts") and isinstance(v, list) else v
+                         for k, v in entry.items()}
+            kept.append(entry)
+        return kept
+
+    for key in ("parts", "chapters", "sections"):
+        if isinstance(toc.get(key), list):
+            toc[key] = keep(toc[key])
+    header = "# Generated from book/_toc.yml by `make site SOLUTIONS=no`: the site without the solution pages.\n"
+    return header + yaml.safe_dump(toc, sort_keys=False, allow_unicode=True)
+
+
+def write_toc_without_solutions(toc_path="book/_toc.yml", out_path="_build/no-solutions/_toc.yml") -> Path:
+    """Write :func:`toc_without_solutions` of the file `toc_path` to `out_path`; return `out_path`."""
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(toc_without_solutions(Path(toc_path).read_text(encoding="utf-8")), encoding="utf-8")
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The ``scalelib`` command: grade notebooks, generate exercises, sync setup cells, write the API pages.
 
 Exit status: 0 on success (also when answers are wrong: grading reports them);
-1 when ``--check`` finds drift, when ``grade --strict`` finds anything not correct,
-or when an authoring tool reports an error; 2 on a usage error.
+1 when ``--check`` finds drift, when ``grade --strict`` finds a notebook it could
+not grade (failed, or chapter unknown), on a bad path, or when an authoring tool
+reports an error; 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ DESCRIPTION = ("Tools of the scalelib course: grade notebooks, generate exercise
                "write the API reference and formula index.")
 EPILOG = """\
 exit status: 0 on success (wrong answers included); 1 when --check finds drift,
-when grade --strict finds anything not correct, or on an authoring error;
+when grade --strict finds a notebook it could not grade, or on an error;
 2 on a usage error.
 
 examples:
-  scalelib grade exercises/ch01_rooflines.ipynb --csv grades.csv
+  scalelib grade submissions/ --out gradebook --strict
   scalelib generate --check
   scalelib sync-setup
   scalelib api-docs --check"""
@@ -33,17 +34,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    g = sub.add_parser("grade", help="run notebooks in fresh kernels and report each exercise's status",
-                       description="Run each notebook in a fresh kernel (in its folder) and report the "
-                       "status of every exercise it checks, plus the exercises of its chapter it never checks.")
-    g.add_argument("notebooks", nargs="+", metavar="NOTEBOOK", help="notebook files (.ipynb) to grade")
-    g.add_argument("--json", metavar="FILE", help="also write the grades as JSON to FILE")
-    g.add_argument("--csv", metavar="FILE", help="also write one CSV row per notebook and exercise to FILE")
+    g = sub.add_parser(
+        "grade", help="grade submissions in sandboxed kernels and write a gradebook",
+        description="Run each notebook in a sandboxed kernel of its own (a temporary folder, a minimal "
+        "environment, limits on time, memory and output), re-check every answer in this process, and write "
+        "a gradebook: gradebook.csv and gradebook.json (a row per learner, a column per exercise) and one "
+        "feedback file per learner in DIR/feedback/. Stored outputs are never trusted; only what runs counts.",
+        epilog="This is no file-system sandbox: a submission can read what your user can read. Grade "
+        "submissions you do not trust inside a container (see the book's page for instructors).")
+    g.add_argument("notebooks", nargs="+", metavar="NOTEBOOK_OR_FOLDER",
+                   help="notebooks (.ipynb) or folders of them (searched recursively)")
+    g.add_argument("--out", metavar="DIR", default="gradebook",
+                   help="folder for gradebook.csv, gradebook.json and feedback/ (default: gradebook)")
+    g.add_argument("--csv", metavar="FILE", help="also write the gradebook's CSV to FILE")
+    g.add_argument("--json", metavar="FILE", help="also write the gradebook's JSON to FILE")
     g.add_argument("--timeout", metavar="SECONDS", type=_positive_seconds, default=120.0,
-                   help="seconds one cell may run before the notebook is stopped (default: 120)")
-    g.add_argument("--kernel", metavar="NAME", default="python3", help="Jupyter kernel to run in (default: python3)")
+                   help="seconds one cell may run; a cell over it stops its notebook (default: 120)")
+    g.add_argument("--notebook-timeout", metavar="SECONDS", type=_positive_seconds, default=600.0,
+                   help="seconds all of a notebook's cells may run together (default: 600)")
+    g.add_argument("--memory", metavar="SIZE", type=_size, default="4G",
+                   help="address-space limit of each kernel, e.g. 2G or 512M; 0 for none (default: 4G)")
+    g.add_argument("--max-output", metavar="SIZE", type=_size, default="4M",
+                   help="most output a notebook may print or display; the rest is dropped (default: 4M)")
+    g.add_argument("--seed", metavar="N", type=int, default=None,
+                   help="seed of the cases drawn for function exercises (default: a fresh one, reported)")
     g.add_argument("--strict", action="store_true",
-                   help="exit 1 unless every exercise is correct and every notebook ran without errors")
+                   help="exit 1 if any notebook could not be graded (failed, or chapter unknown)")
 
     gen = sub.add_parser("generate", help="write exercises/*.ipynb from solutions/*.ipynb",
                          description="Write one exercise notebook in exercises/ for each solution notebook in "
@@ -83,20 +99,34 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _grade(args) -> int:
-    from .check import CORRECT
-    from .grade import grade, report, to_csv, to_json
+def _size(text: str):
+    from .grade import parse_size
 
-    grades = grade(args.notebooks, timeout_per_cell=args.timeout, kernel_name=args.kernel)
-    print(report(grades), end="")
+    if text.strip() in ("0", "none"):
+        return None
+    try:
+        return parse_size(text)
+    except ScalelibError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _grade(args) -> int:
+    from .grade import GRADED, Limits, collect, grade, report_block
+
+    limits = Limits(cell_timeout_s=args.timeout, notebook_timeout_s=args.notebook_timeout,
+                    memory_bytes=args.memory, max_output_bytes=args.max_output or Limits().max_output_bytes)
+    collect(args.notebooks)  # a missing path is reported before anything runs
+    book = grade(args.notebooks, limits, seed=args.seed,
+                 on_graded=lambda g: print(report_block(g) + "\n", flush=True))
+    print(book.summary())
+    written = book.write(args.out)
+    print(f"gradebook: {written[0]}, {written[1]}; feedback: {len(written) - 2} file(s) in {Path(args.out) / 'feedback'}")
     if args.json:
-        Path(args.json).write_text(to_json(grades), encoding="utf-8")
+        Path(args.json).write_text(book.to_json(), encoding="utf-8")
     if args.csv:
-        Path(args.csv).write_text(to_csv(grades), encoding="utf-8", newline="")
+        Path(args.csv).write_text(book.to_csv(), encoding="utf-8", newline="")
     if args.strict:
-        perfect = all(not g.error and not g.cell_errors and all(e.status == CORRECT for e in g.exercises)
-                      for g in grades)
-        return 0 if perfect else 1
+        return 0 if all(g.status == GRADED for g in book.grades) else 1
     return 0
 
 

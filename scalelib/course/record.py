@@ -2,19 +2,265 @@
 
 In the kernels ``scalelib grade`` starts (environment variable
 :data:`~scalelib.course.check.GRADING_ENV` set to "1"), :func:`scalelib.check` calls
-:func:`record`, which displays the answer under :data:`ANSWER_MIME` for the grader
-to read back and judge in its own process. Nothing here needs the answer key.
+:func:`record`, which displays the answer, decoded into plain JSON, under
+:data:`ANSWER_MIME`; the grader reads it back from the cell's output and judges it in
+its own process. Nothing here needs (or can reach) the answer key, and nothing here
+says whether an answer is right.
+
+What a recorded answer looks like (``{"exercise": "1.3", "kind": ..., ...}``):
+
+* ``"none"``: ``None`` or ``...`` (not attempted);
+* ``"number"``: ``{"value": "0.25"}``; numbers travel as ``repr(float(x))``, so that
+  ``nan`` and ``inf`` survive JSON;
+* ``"numbers"``: a list, tuple or array (nested lists only if rectangular):
+  ``{"shape": [2], "values": ["1.0", "2.0"]}``, at most :data:`MAX_VALUES` values;
+* ``"text"``: a string (a multiple-choice answer), at most :data:`MAX_TEXT` characters;
+* ``"function"``: the function stays in this kernel; the grader then runs
+  :func:`call_recorded`, which calls it on the cases the grader sends and displays,
+  under :data:`CALLS_MIME`, one result per case;
+* ``"unreadable"``: anything else, with its type name, a short ``repr`` and the error
+  met while reading it (an answer whose ``__float__`` raises, a ragged list, ...).
+
+Neither :func:`record` nor :func:`call_recorded` ever raises because of an answer.
 """
 
 from __future__ import annotations
 
+import json
+import signal
+import threading
+from typing import Any
+
 #: MIME type of a recorded answer in a cell's output.
 ANSWER_MIME = "application/vnd.scalelib.answer+json"
+#: MIME type of the results of :func:`call_recorded`.
+CALLS_MIME = "application/vnd.scalelib.calls+json"
+#: Most values a list answer may hold; a longer one is recorded as unreadable.
+MAX_VALUES = 100_000
+#: Most characters of a text answer that are recorded.
+MAX_TEXT = 1_000
+#: Most characters of an exercise id, a type name, a repr or an error message that are recorded.
+MAX_NOTE = 300
+#: Answer kinds a record can carry.
+KINDS = ("none", "number", "numbers", "text", "function", "unreadable")
+
+#: exercise id -> the function last recorded for it in this kernel.
+_FUNCTIONS: dict[str, Any] = {}
+
+
+def _short(text: object, limit: int = MAX_NOTE) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _safe_repr(value) -> str:
+    try:
+        return _short(repr(value))
+    except Exception as err:  # noqa: BLE001 - a learner's __repr__ may raise
+        return f"<{type(value).__name__} whose repr raised {type(err).__name__}>"
+
+
+def encode_number(x: float) -> str:
+    """`x` as text that :func:`decode_number` reads back exactly (``nan`` and ``inf`` included)."""
+    return repr(float(x))
+
+
+def decode_number(text) -> float:
+    """The float :func:`encode_number` wrote; raises ValueError on anything else."""
+    if not isinstance(text, str) or len(text) > 40:
+        raise ValueError(f"not an encoded number: {_short(repr(text), 60)}")
+    return float(text)
+
+
+def describe(answer) -> dict:
+    """`answer` decoded into a JSON-ready dict with a ``kind`` (see the module's docstring); never raises."""
+    try:
+        return _describe(answer)
+    except Exception as err:  # noqa: BLE001 - whatever the answer does, it is recorded as unreadable
+        return _unreadable(answer, err)
+
+
+def _unreadable(answer, err) -> dict:
+    return {"kind": "unreadable", "type": _short(type(answer).__name__, 80), "repr": _safe_repr(answer),
+            "error": _short(f"{type(err).__name__}: {err}")}
+
+
+def _describe(answer) -> dict:
+    import numpy as np
+
+    from .._derivation import Derivation
+
+    if answer is None or answer is Ellipsis:
+        return {"kind": "none"}
+    if isinstance(answer, Derivation):  # sl.explain(...) as an answer: its number
+        answer = answer.value
+    if isinstance(answer, str):
+        return {"kind": "text", "value": answer[:MAX_TEXT]}
+    if isinstance(answer, (bytes, bytearray, bool, np.bool_, complex, np.complexfloating, dict, set, frozenset)):
+        return _unreadable(answer, TypeError(f"a {type(answer).__name__} is not a number, a list of numbers or a text"))
+    if callable(answer) and not isinstance(answer, np.ndarray):
+        return {"kind": "function", "name": _short(getattr(answer, "__name__", type(answer).__name__), 80)}
+    if isinstance(answer, (list, tuple, np.ndarray)):
+        return _describe_numbers(answer)
+    value = float(answer)  # int, float, numpy scalars, anything with __float__
+    return {"kind": "number", "value": encode_number(value)}
+
+
+def _describe_numbers(answer) -> dict:
+    import numpy as np
+
+    def leaves(x, depth=0):
+        if depth > 32:
+            raise ValueError("nested too deeply")
+        if isinstance(x, (list, tuple)):
+            for item in x:
+                yield from leaves(item, depth + 1)
+        else:
+            yield x
+
+    if isinstance(answer, np.ndarray):
+        if answer.dtype.kind not in "iuf":
+            raise TypeError(f"an array of dtype {answer.dtype} is not an array of numbers")
+        array = answer
+    else:
+        for count, leaf in enumerate(leaves(answer)):
+            if count >= MAX_VALUES:
+                raise ValueError(f"too many values (more than {MAX_VALUES})")
+            if isinstance(leaf, (str, bytes, bool, np.bool_)):
+                raise TypeError(f"a list holding a {type(leaf).__name__} ({_safe_repr(leaf)}) is not a list of numbers")
+            if isinstance(leaf, np.ndarray) and leaf.size > MAX_VALUES:
+                raise ValueError(f"too many values (more than {MAX_VALUES})")
+        array = np.asarray(answer, dtype=float)  # a ragged list raises here
+    if array.size > MAX_VALUES:
+        raise ValueError(f"too many values ({array.size}; at most {MAX_VALUES} are read)")
+    array = np.asarray(array, dtype=float)
+    if array.ndim == 0:
+        return {"kind": "number", "value": encode_number(array)}
+    return {"kind": "numbers", "shape": [int(n) for n in array.shape],
+            "values": [encode_number(v) for v in array.ravel().tolist()]}
 
 
 def record(exercise_id, answer) -> None:
-    """Display `answer` to `exercise_id` for the grader (stub until the grader's side is written)."""
+    """Display `answer` to `exercise_id` under :data:`ANSWER_MIME`, for the grader; never raises.
+
+    A function answer is kept in this kernel for :func:`call_recorded`.
+    """
+    try:
+        payload = describe(answer)
+        if isinstance(exercise_id, str):
+            payload["exercise"] = _short(exercise_id.strip(), 50)
+        else:  # check(1.1, ...): the grader reports it and ignores it
+            payload["exercise"] = None
+            payload["exercise_repr"] = _safe_repr(exercise_id)
+        if payload["kind"] == "function" and payload["exercise"] is not None:
+            _FUNCTIONS[payload["exercise"]] = answer
+        from IPython.display import display
+
+        display({"text/plain": f"answer to {payload['exercise'] or payload.get('exercise_repr')} recorded for grading",
+                 ANSWER_MIME: payload}, raw=True)
+    except Exception:  # noqa: BLE001 - nothing a learner passes may stop the notebook
+        pass
+
+
+# ---------------------------------------------------------------------------
+# Cases: keyword arguments sent from the grader to call_recorded, as JSON.
+
+def encode_value(value):
+    """A case's argument as JSON: tuples, floats (``nan``, ``inf``) and ints kept apart."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return {"int": str(value)}
+    if isinstance(value, float):
+        return {"float": encode_number(value)}
+    if isinstance(value, tuple):
+        return {"tuple": [encode_value(v) for v in value]}
+    if isinstance(value, list):
+        return [encode_value(v) for v in value]
+    if isinstance(value, dict):
+        return {"dict": {str(k): encode_value(v) for k, v in value.items()}}
+    raise TypeError(f"a case's argument of type {type(value).__name__} cannot be sent to the kernel")
+
+
+def decode_value(data):
+    """The value :func:`encode_value` encoded."""
+    if isinstance(data, list):
+        return [decode_value(v) for v in data]
+    if isinstance(data, dict):
+        (kind, inner), = data.items()
+        if kind == "int":
+            return int(inner)
+        if kind == "float":
+            return decode_number(inner)
+        if kind == "tuple":
+            return tuple(decode_value(v) for v in inner)
+        if kind == "dict":
+            return {k: decode_value(v) for k, v in inner.items()}
+        raise ValueError(f"unknown encoded value {kind!r}")
+    return data
+
+
+def encode_cases(cases) -> str:
+    """`cases` (a list of keyword-argument dicts) as the JSON text :func:`call_recorded` takes."""
+    return json.dumps([{k: encode_value(v) for k, v in case.items()} for case in cases])
+
+
+def case_key(case) -> str:
+    """A canonical text for one case, to match a call with its result."""
+    return json.dumps({k: encode_value(v) for k, v in case.items()}, sort_keys=True)
+
+
+class _CallTimeout(BaseException):  # not an Exception: a learner's `except Exception` does not swallow it
+    pass
+
+
+def _call(function, case: dict, time_limit_s: float) -> dict:
+    alarm = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+             and time_limit_s > 0)
+    if alarm:
+        def on_alarm(signum, frame):
+            raise _CallTimeout()
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, time_limit_s)
+    try:
+        try:
+            value = function(**case)
+        finally:
+            if alarm:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+    except _CallTimeout:
+        return {"result": "timeout", "limit_s": time_limit_s}
+    except NotImplementedError:
+        return {"result": "not implemented"}
+    except Exception as err:  # noqa: BLE001 - a learner's bug is a result, not a crash
+        return {"result": "error", "type": _short(type(err).__name__, 80), "message": _short(err)}
+    if value is None:
+        return {"result": "none"}
+    return {"result": "value", "answer": describe(value)}
+
+
+def call_recorded(exercise_id: str, cases_json: str, time_limit_s: float = 5.0) -> None:
+    """Call the function last recorded for `exercise_id` on each case of `cases_json`; display the results.
+
+    The grader runs this in the kernel right after the cell that recorded the
+    function. Each call runs under `time_limit_s` seconds. Results, one per case
+    and in order, go under :data:`CALLS_MIME`: ``{"result": "value", "answer":
+    <as describe() gives>}``, ``{"result": "none"}`` (returned None), ``"not
+    implemented"``, ``"error"`` (with its type and message) or ``"timeout"``.
+    """
     from IPython.display import display
 
-    display({"text/plain": f"answer to {exercise_id} recorded for grading",
-             ANSWER_MIME: {"exercise": str(exercise_id), "kind": "none"}}, raw=True)
+    function = _FUNCTIONS.get(exercise_id)
+    results = []
+    try:
+        cases = [{k: decode_value(v) for k, v in case.items()} for case in json.loads(cases_json)]
+        if function is None:
+            results = [{"result": "error", "type": "LookupError", "message": "no function was recorded"}] * len(cases)
+        else:
+            results = [_call(function, case, time_limit_s) for case in cases]
+    except Exception as err:  # noqa: BLE001
+        results = [{"result": "error", "type": type(err).__name__, "message": _short(err)}]
+    display({"text/plain": f"{len(results)} calls of the function answering {exercise_id}",
+             CALLS_MIME: {"exercise": exercise_id, "results": results}}, raw=True)
