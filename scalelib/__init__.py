@@ -50,6 +50,7 @@ from ._systolic import (
 )
 from ._tiles import Tile, best_tile, search_tiles, tile_intensity, tile_smem_bytes
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_pod, tpu_slice
+from ._twisted import torus_max_hops, torus_mean_hops
 from ._units import fmt
 from .course.check import Verdict, check, exercises, verdict
 
@@ -70,6 +71,7 @@ __all__ = [
     # topologies and collectives (chapters 2, 3, 12)
     "GpuCluster", "TpuSlice", "gpu_cluster", "tpu_pod", "tpu_slice",
     "allgather_time_s", "allreduce_time_s", "alltoall_time_s", "reducescatter_time_s",
+    "torus_max_hops", "torus_mean_hops",
     # parallelism rooflines (chapters 5, 12)
     "data_parallel_critical_batch", "pipeline_bubble_fraction", "tensor_parallel_max_degree",
     # GPU kernel tiles (chapter 12)

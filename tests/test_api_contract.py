@@ -58,6 +58,8 @@ CALLS = {
     "critical_batch_size": (sl.critical_batch_size, ("tpu-v5e",), {"weight_dtype": "int8", "D": 8192, "F": 8192}),
     "tpu_slice": (sl.tpu_slice, ((4, 4), "tpu-v5e"), {"wraparound": False}),
     "tpu_pod": (sl.tpu_pod, ("tpu-v5e",), {}),
+    "torus_max_hops": (sl.torus_max_hops, ((4, 8),), {"twist": {"X": {"Y": 4}}}),
+    "torus_mean_hops": (sl.torus_mean_hops, ((4, 4, 8),), {"twist": {"X": {"Z": 4}, "Y": {"Z": 4}}}),
     "gpu_cluster": (sl.gpu_cluster, (4, "h100"), {"switch_ports": 64, "port_bytes_per_s": 50e9, "oversubscription": 1.0}),
     "TpuSlice": (sl.TpuSlice, (sl.chip("tpu-v5e"), (4, 16), (False, True)), {}),
     "GpuCluster": (sl.GpuCluster, (H100, 4), {}),

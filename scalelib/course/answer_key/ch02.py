@@ -8,13 +8,17 @@ ch. 2 "How to Think About TPUs" of How to Scale Your Model (Austin et al., 2025)
 
 from __future__ import annotations
 
+import itertools
 import math
+
+import numpy as np
 
 from ..check import Exercise, register
 from ._tools import define, slip
 from ..._derivation import Derivation, explain, q
-from ..._roofline import critical_batch_size, t_comms_s
+from ..._roofline import critical_batch_size, matmul_flops, matmul_roofline, t_comms_s, t_math_s
 from ..._specs import bytes_per_value, chip
+from ..._systolic import systolic_cycles, systolic_trace
 from ..._topology import ICI_HOP_LATENCY_S, tpu_pod, tpu_slice
 
 
@@ -51,6 +55,7 @@ register(Exercise(
              _sampling_time(_2_1_BYTES, _2_1["chips"])):
             "a factor of 2: a bf16 parameter takes 2 bytes",
     },
+    book=("Q1",),
 ))
 
 
@@ -58,7 +63,7 @@ register(Exercise(
 
 register(Exercise(
     id="2.2",
-    title="Peak bf16 FLOP/s of a full TPU v6e pod",
+    title="Peak bf16 FLOP/s of a full TPU v6e pod (warm-up)",
     reference=lambda: define(explain(tpu_pod("tpu-v6e").total_flops_per_s, dtype="bf16"),
                              {"C": "one TPU v6e chip's peak bf16 rate"}),
     unit="FLOP/s",
@@ -71,6 +76,7 @@ register(Exercise(
             f"({tpu_pod('tpu-v6e').num_hosts}), not of chips ({tpu_pod('tpu-v6e').num_chips}); "
             f"a v6e host drives {math.prod(chip('tpu-v6e').host_shape)} chips",
     },
+    book=("Q2",),
 ))
 
 
@@ -78,13 +84,14 @@ register(Exercise(
 
 register(Exercise(
     id="2.3",
-    title="Total HBM of a full TPU7x (Ironwood) pod",
+    title="Total HBM of a full TPU7x (Ironwood) pod (warm-up)",
     reference=lambda: explain(tpu_pod("tpu7x").total_hbm_bytes),
     unit="B",
     mistakes={
         slip(tpu_pod("tpu7x").total_hbm_bytes() * chip("tpu7x").cores, tpu_pod("tpu7x").total_hbm_bytes()):
             "a factor of 2: `hbm_bytes` is per chip, shared by its two TensorCores; do not multiply it by the cores",
     },
+    book=("Q2",),
 ))
 
 
@@ -151,6 +158,7 @@ register(Exercise(
             "you used the bidirectional bandwidth; one message travels one way along its route, "
             "at `ici_link_bytes_per_s_one_way`",
     },
+    book=("Q5",),
 ))
 
 
@@ -171,7 +179,13 @@ register(Exercise(
         slip(critical_batch_size("tpu-v6e", dtype="bf16", bandwidth="hbm"),
              critical_batch_size("tpu-v6e", dtype="bf16", bandwidth="pcie")):
             "you used the HBM bandwidth; the weights come from host memory over PCIe (`pcie_bytes_per_s`)",
+        slip(critical_batch_size(chip("tpu-v6e").derive("tpu-v6e-book-q3", pcie_bytes_per_s=1.6e10),
+                                 dtype="bf16", bandwidth="pcie"),
+             critical_batch_size("tpu-v6e", dtype="bf16", bandwidth="pcie")):
+            "a factor of 2: that is the book's answer, with the 1.6e10 B/s of PCIe its question stipulates; "
+            "this exercise uses the v6e's own figure from the registry, twice that",
     },
+    book=("Q3",),
 ))
 
 
@@ -290,5 +304,269 @@ register(Exercise(
         slip(_dcn_time(_2_10["params"] * bytes_per_value("int8"), chip("tpu-v5p").bytes_per_s(bandwidth="dcn")),
              _dcn_time(_2_10_BYTES, chip("tpu-v5p").bytes_per_s(bandwidth="dcn"))):
             "a factor of 2: a bf16 gradient takes 2 bytes",
+    },
+))
+
+
+# 2.11 and 2.12: the book's Q4, an int8 matmul on one TPU v5e, from HBM and from VMEM -----------------
+
+_Q4 = dict(D=4096, F=16384, chip="tpu-v5e", dtype="int8")  # int8[B, 4096] x int8[4096, 16384] -> int8[B, 16384]
+
+
+def _q4_time_s(B, memory):
+    """Reference for 2.11: the roofline's lower bound of Q4's matmul with its arrays streaming from `memory`."""
+    if memory not in ("hbm", "vmem"):
+        raise ValueError(f"`memory` must be 'hbm' or 'vmem', got {memory!r}")
+    return matmul_roofline(B, _Q4["D"], _Q4["F"], _Q4["chip"], dtype=_Q4["dtype"], bandwidth=memory).t_lower_s
+
+
+register(Exercise(
+    id="2.11",
+    title="An int8 matmul's time against its batch, from HBM and from VMEM, as a function",
+    reference=lambda: _q4_time_s,
+    unit="s",
+    kind="function",
+    cases=(
+        dict(B=1, memory="hbm"),
+        dict(B=64, memory="hbm"),
+        dict(B=200, memory="hbm"),
+        dict(B=300, memory="hbm"),
+        dict(B=4096, memory="hbm"),
+        dict(B=2, memory="vmem"),
+        dict(B=16, memory="vmem"),
+        dict(B=1024, memory="vmem"),
+    ),
+    formula="T(B) = max(2·B·D·F / C_int8, (B·D + D·F + B·F) / W) with D = 4096, F = 16384, one byte per "
+            "int8 value, and W the bandwidth of the memory the arrays stream from (HBM, or VMEM at about 22x it)",
+    book=("Q4",),
+))
+
+
+def _q4_batch(bandwidth: str, spec=None, weight_dtype=None):
+    """The batch above which Q4's matmul is compute-bound, streaming over `bandwidth` (for references and slips)."""
+    return critical_batch_size(spec or _Q4["chip"], dtype=_Q4["dtype"], weight_dtype=weight_dtype,
+                               D=_Q4["D"], F=_Q4["F"], bandwidth=bandwidth)
+
+
+def _q4_batches() -> Derivation:
+    """Reference for 2.12: [from HBM, from VMEM], every byte counted (activations, weights, result)."""
+    both = tuple(explain(critical_batch_size, _Q4["chip"], dtype=_Q4["dtype"], D=_Q4["D"], F=_Q4["F"],
+                         bandwidth=bw) for bw in ("hbm", "vmem"))
+    d = Derivation("[from HBM, from VMEM]", "[B_crit over HBM, B_crit over VMEM]", "",
+                   np.array([x.value for x in both]), "tokens", both)
+    return define(d, {"C": "the TPU v5e's peak int8 rate", "W": "the bandwidth of the memory the arrays stream from",
+                      "I": "that critical intensity, C / W", "D, F": "4096 and 16384, the weight matrix's sides"})
+
+
+def _q4_slip_chip(**changes):
+    spec = chip(_Q4["chip"])
+    return spec.derive("tpu-v5e-slip", **{k: getattr(spec, k) * v for k, v in changes.items()})
+
+
+register(Exercise(
+    id="2.12",
+    title="The batch from which that int8 matmul is compute-bound, from HBM and from VMEM",
+    reference=_q4_batches,
+    unit="tokens",
+    mistakes={
+        slip([critical_batch_size(_Q4["chip"], dtype="int8", bandwidth=bw) for bw in ("hbm", "vmem")],
+             [_q4_batch(bw) for bw in ("hbm", "vmem")]):
+            "you took the large-matrix limit C / W · w / 2, which counts only the weights; at these sizes "
+            "the activations read and the result written move bytes too, so the crossover sits a little higher",
+        slip([_q4_batch(bw, _q4_slip_chip(int8_ops_per_s=0.5)) for bw in ("hbm", "vmem")],
+             [_q4_batch(bw) for bw in ("hbm", "vmem")]):
+            "you used the bf16 rate; with int8 operands the MXU runs at the int8 rate (`int8_ops_per_s`), "
+            "twice as fast",
+    },
+    book=("Q4",),
+))
+
+
+# 2.13: the book's Q6 (from host memory to one chip, then a matmul), gathered into chip (1, 1) ----------
+
+_Q6 = dict(side=128 * 1024, rows=8, shape=(4, 4), chip="tpu-v5e", dest=(1, 1))
+
+
+def _q6_stages(dest=_Q6["dest"], links=None) -> dict[str, float]:
+    """Q6's four stage times (s) for the matrix gathered into `dest` over `links` ICI links (default: all it has)."""
+    spec = chip(_Q6["chip"])
+    piece = tpu_slice(_Q6["shape"], spec)
+    V = _Q6["side"] ** 2 * bytes_per_value("int8")
+    if links is None:
+        links = sum(piece.hops(c, dest) == 1 for c in itertools.product(*map(range, piece.shape)))
+    arriving = V * (piece.num_chips - 1) / piece.num_chips
+    return dict(
+        pcie=t_comms_s(V / piece.num_chips, spec, bandwidth="pcie"),
+        ici=t_comms_s(arriving / links, spec, bandwidth="ici"),
+        hbm=t_comms_s(V, spec, bandwidth="hbm"),
+        mxu=t_math_s(matmul_flops(_Q6["rows"], _Q6["side"], _Q6["side"]), spec, dtype="bf16"),
+    )
+
+
+def _q6_bound() -> Derivation:
+    """Reference for 2.13: the four stages overlap, so the slowest one bounds the time."""
+    spec = chip(_Q6["chip"])
+    piece = tpu_slice(_Q6["shape"], spec)
+    V = _Q6["side"] ** 2 * bytes_per_value("int8")
+    links = sum(piece.hops(c, _Q6["dest"]) == 1 for c in itertools.product(*map(range, piece.shape)))
+    stage = _q6_stages()
+    chips, M, K = piece.num_chips, _Q6["rows"], _Q6["side"]
+    steps = (
+        Derivation("T_pcie", "V / (chips · W_pcie)", f"{q(V, 'B')} / ({chips} · {q(spec.pcie_bytes_per_s, 'B/s')})",
+                   stage["pcie"], "s"),
+        Derivation("T_ici", "V · (chips − 1) / chips / (links · W_link)",
+                   f"{q(V, 'B')} · {chips - 1} / {chips} / ({links} · {q(spec.ici_link_bytes_per_s_one_way, 'B/s')})",
+                   stage["ici"], "s"),
+        Derivation("T_hbm", "V / W_hbm", f"{q(V, 'B')} / {q(spec.hbm_bytes_per_s, 'B/s')}", stage["hbm"], "s"),
+        Derivation("T_mxu", "2·M·K·K / C", f"2·{M}·{K}·{K} / {q(spec.bf16_flops_per_s, 'FLOP/s')}",
+                   stage["mxu"], "s"),
+    )
+    d = Derivation("T", "max(T_pcie, T_ici, T_hbm, T_mxu)", f"max({', '.join(q(s.value, 's') for s in steps)})",
+                   max(stage.values()), "s", steps)
+    return define(d, {
+        "V": "the int8 matrix's bytes, 128·1024 squared", "chips": "the 16 chips of the slice",
+        "links": "ICI links into chip (1, 1)",
+        "W_pcie": "one chip's PCIe bandwidth; every chip of the slice loads its 1/16 share at once",
+        "W_link": "one ICI link's one-way bandwidth; everything but chip (1, 1)'s own share arrives over its links",
+        "W_hbm": "the HBM bandwidth (the whole matrix passes from HBM into the MXUs once)",
+        "M, K": "the bf16 activations' 8 rows and the matrix's side",
+        "C": "the bf16 rate (bf16 activations: the int8 weights are multiplied in bf16)",
+    })
+
+
+_Q6_REF = max(_q6_stages().values())
+
+register(Exercise(
+    id="2.13",
+    title="From host memory into one chip of a TPU v5e 4x4 slice, then a matmul: the least time",
+    reference=_q6_bound,
+    unit="s",
+    mistakes={
+        slip(max(_q6_stages(links=2).values()), _Q6_REF):
+            "a factor of 2: chip (1, 1) sits inside the 4x4 slice and receives over four ICI links, not two as "
+            "the corner chip (0, 0) does. (Adding the four stages gives about the same figure here: they overlap, "
+            "as a pipeline, so the slowest one bounds the time)",
+        slip(_q6_stages()["pcie"], _Q6_REF):
+            "that is the PCIe stage; moving the rest of the matrix into chip (1, 1) over ICI takes longer. "
+            "Each link brings data into the chip at its one-way bandwidth (`ici_link_bytes_per_s_one_way`), "
+            "not the bidirectional figure",
+    },
+    book=("Q6",),
+))
+
+
+# 2.14: the book's pop quiz on VPU throughput ------------------------------------------------------------
+
+def _vpu_rate(spec_name: str = "tpu-v5p", per_chip: bool = False) -> float:
+    spec = chip(spec_name)
+    return spec.vector_alus_per_core * spec.clock_ghz_boost * 1e9 * (spec.cores if per_chip else 1)
+
+
+def _vpu_throughput() -> Derivation:
+    """Reference for 2.14: every ALU of one TensorCore's VPU does one fp32 operation per cycle."""
+    spec = chip("tpu-v5p")
+    f = spec.clock_ghz_boost * 1e9
+    return Derivation("C_VPU", "ALUs · f", f"{spec.vector_alus_per_core} · {q(f, 'Hz')}", _vpu_rate(), "FLOP/s",
+                      where=("ALUs: ALUs of one TensorCore's VPU (`vector_alus_per_core`: 8 sublanes x 128 lanes x "
+                             "4 ALUs), each doing one fp32 operation per cycle; f: the clock (`clock_ghz_boost`)",))
+
+
+register(Exercise(
+    id="2.14",
+    title="Vector FLOP/s of one TPU v5p TensorCore (warm-up)",
+    reference=_vpu_throughput,
+    unit="FLOP/s",
+    mistakes={
+        slip(_vpu_rate(per_chip=True), _vpu_rate()):
+            f"a factor of {chip('tpu-v5p').cores}: that is the whole chip; the question asks for one TensorCore",
+        slip(_vpu_rate() / 4, _vpu_rate()):
+            "a factor of 4: each of the 8 x 128 lanes has 4 independent ALUs (`vector_alus_per_core` counts them all)",
+    },
+    book=("Pop quiz",),
+))
+
+
+# 2.15: int4 weights --------------------------------------------------------------------------------------
+
+def _int4_batch() -> Derivation:
+    """Reference for 2.15: Q4's matmul with int4 weights, int8 activations and result, arithmetic at the int8 rate."""
+    d = explain(critical_batch_size, _Q4["chip"], dtype="int8", weight_dtype="int4", D=_Q4["D"], F=_Q4["F"])
+    return define(d, {"C": "the TPU v5e's int8 rate (the int4 weights are multiplied on the int8 units)",
+                      "W": "its HBM bandwidth", "I": "that critical intensity, C / W",
+                      "D, F": "4096 and 16384, the weight matrix's sides"})
+
+
+_INT4_REF = _q4_batch("hbm", weight_dtype="int4")
+
+register(Exercise(
+    id="2.15",
+    title="int4 weights: the batch from which the int8 matmul of 2.11 turns compute-bound",
+    reference=_int4_batch,
+    unit="tokens",
+    mistakes={
+        slip(_q4_batch("hbm"), _INT4_REF):
+            "a factor of 2: an int4 weight takes half a byte; two of them share each byte",
+        slip(_q4_batch("hbm", _q4_slip_chip(int8_ops_per_s=2), weight_dtype="int4"), _INT4_REF):
+            "you let the int4 arithmetic run twice as fast as int8; the question keeps it at the int8 rate",
+    },
+))
+
+
+# 2.16 and 2.17: Appendix B, the systolic array -----------------------------------------------------------
+
+_2_16 = dict(n=16, M=8, m=5, c=10)
+
+
+def _output_cycle() -> Derivation:
+    """Reference for 2.16: the cycle (from 1) at which the simulated array hands Y[m, c] out of its bottom row."""
+    n, M, m, c = _2_16["n"], _2_16["M"], _2_16["m"], _2_16["c"]
+    trace = systolic_trace(np.ones((M, n)), np.ones((n, n)), size=n)
+    cycle = int(np.argmax(~np.isnan(trace.outputs[:, m, c]))) + 1
+    return Derivation("t_out", "m + n + c", f"{m} + {n} + {c}", cycle, "cycles",
+                      where=("m, c: the row and column of Y, counted from 0; n: the array's side; X[m, 0] enters "
+                             "the top-left PE at cycle m + 1, the sum for Y[m, c] starts in the top PE of column c "
+                             "c cycles later and moves down one row a cycle, leaving the bottom row n - 1 cycles "
+                             "after that (the simulation, sl.systolic_trace, agrees)",))
+
+
+register(Exercise(
+    id="2.16",
+    title="When one output leaves a 16x16 systolic array",
+    reference=_output_cycle,
+    unit="cycles",
+    rtol=5e-4,
+    mistakes={
+        slip(_2_16["m"] + _2_16["n"], _output_cycle()):
+            "the outputs leave skewed: column c of Y comes out c cycles after column 0, as the activations take "
+            "one cycle per PE to move right",
+        slip(_2_16["m"] + _2_16["c"] + 1, _output_cycle()):
+            "a partial sum moves down one PE per cycle, so it needs n cycles to pass the array's n rows",
+        slip(_2_16["m"] + _2_16["n"] + _2_16["c"] - 1, _output_cycle()):
+            "one cycle short: the question counts cycles from 1 (the first cycle is cycle 1)",
+    },
+))
+
+_2_17 = dict(M=8, K=256, N=256, n=128)
+
+
+def _tiled_cycles() -> Derivation:
+    """Reference for 2.17: one pass per 128 x 128 tile of W, one after the other."""
+    return define(explain(systolic_cycles, _2_17["M"], _2_17["K"], _2_17["N"], size=_2_17["n"]),
+                  {"M": "rows of X (8)", "K, N": "W's sides (256 each)", "n": "the array's side (128)"})
+
+
+register(Exercise(
+    id="2.17",
+    title="Cycles of X[8, 256] · W[256, 256] on one 128x128 MXU",
+    reference=_tiled_cycles,
+    unit="cycles",
+    rtol=5e-4,
+    mistakes={
+        slip(systolic_cycles(_2_17["M"], _2_17["n"], _2_17["n"], size=_2_17["n"]), _tiled_cycles()):
+            "a factor of 4: that is one pass; W is cut into four 128 x 128 tiles, each one pass of X "
+            "through the array, one after the other",
+        slip(4 * _2_17["M"], _tiled_cycles()):
+            "each pass also fills the array (n - 1 cycles for the first sum to cross it) and drains it "
+            "(N - 1 cycles of skew on the way out), not only the M cycles that stream X in",
     },
 ))
