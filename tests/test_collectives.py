@@ -94,6 +94,12 @@ def test_a_single_chip_moves_nothing():
     assert sl.allgather_time_s(1e9, sl.gpu_cluster(1, "h100"), group=1) == 0
 
 
+def test_derivations_of_gpu_collectives_name_their_passes():
+    node = sl.gpu_cluster(1, "h100")
+    assert sl.explain(sl.allgather_time_s, 1e9, node).formula == "max(steps · T_step, V·(N−1)/(N·W_gpu))"
+    assert sl.explain(sl.allreduce_time_s, 1e9, node).formula == "max(steps · T_step, 2·V·(N−1)/(N·W_gpu))"
+
+
 def test_derivation_of_a_collective():
     text = str(sl.explain(sl.allgather_time_s, V, sl.tpu_slice((4, 4), "tpu-v5e"), axes="X"))
     assert text.splitlines()[0] == "T_AllGather(X) = max(T_hop · hops, V / W) = max(1 µs · 3, 33.6 MB / 45 GB/s) = 746 µs"

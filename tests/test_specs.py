@@ -263,3 +263,15 @@ def test_alu_counts_match_the_published_totals():
     # TPU v5p: 2 cores x 8 x 128 lanes x 4 ALUs = 8192 (How to Scale Your Model, ch. 12 Quiz 1).
     totals = {n: sl.chip(n).cores * sl.chip(n).vector_alus_per_core for n in ("h100", "b200", "tpu-v5p", "a100")}
     assert totals == {"h100": 16896, "b200": 18944, "tpu-v5p": 8192, "a100": 6912}
+
+
+def test_a_chip_prints_its_rate_and_memory_bandwidth():
+    assert repr(sl.chip("h100")) == "ChipSpec(h100, 9.9e14 FLOP/s, 3.35 TB/s memory)"
+    assert repr(sl.ChipSpec("bare", "cpu", "a test")) == "ChipSpec(bare)"
+
+
+def test_long_values_are_shortened_in_errors():
+    with pytest.raises(sl.InvalidValueError) as err:
+        sl.chip(list(range(100)))
+    shown = str(err.value).split("got ", 1)[1]
+    assert len(shown) == 60 and shown.endswith("...") and shown.startswith("[0, 1, 2")

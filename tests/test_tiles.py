@@ -119,3 +119,10 @@ def test_the_best_tile_explains_its_time():
     d = sl.explain(sl.best_tile, 4096, 4096, 4096, "h100")
     assert d.value == sl.best_tile(4096, 4096, 4096, "h100").time_s
     assert "3 full wave(s) of 132 tiles + 1 wave of 116" in str(d)
+    assert "T_math per tile 35.8 µs" in str(d)  # 2·128·256·4096 FLOPs on 9.9e14 / 132 FLOP/s
+
+
+def test_one_tile_more_than_the_sms_takes_a_second_wave():
+    # 133 tiles of 16x16 on an H100's 132 SMs: one full wave and a wave of one tile.
+    (tile,) = sl.search_tiles(16 * 133, 16, 64, "h100", sizes=(16,), k_steps=(16,), stages=(2,))
+    assert (tile.num_tiles, tile.waves) == (133, 2)

@@ -250,3 +250,20 @@ def test_two_nodes_of_one_port_each_need_one_switch():
 def test_huge_clusters_answer_at_once():
     assert sl.gpu_cluster(10**9, "h100").levels == 7  # 2·32^7 ≥ 8e9 ports > 2·32^6
     assert "GpuCluster(h100" in sl.gpu_cluster(4, "h100", switch_ports=4).summary()
+
+
+def test_topologies_are_frozen():
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sl.tpu_pod("tpu-v5e").shape = (4, 4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sl.gpu_cluster(2, "h100").num_nodes = 3
+
+
+def test_several_nodes_need_a_scale_out_figure():
+    island = sl.ChipSpec("island-gpu", "gpu", "a test", bf16_flops_per_s=1e15, hbm_bytes_per_s=3e12,
+                         scale_up_bytes_per_s_per_gpu=4e11, scale_up_domain=8)
+    assert sl.gpu_cluster(1, island).num_gpus == 8
+    with pytest.raises(sl.InvalidValueError, match=r"^a GPU cluster of several nodes needs `scale_out_bytes_per_s_per_node`"):
+        sl.gpu_cluster(2, island)

@@ -74,3 +74,14 @@ def test_one_significant_digit_is_allowed_and_zero_is_not():
     assert sl.fmt(1.46e-3, "s", sig=1) == "1 ms"
     with pytest.raises(sl.InvalidValueError, match=r"^`sig` must be a whole number of significant digits from 1 to 17, got 0$"):
         sl.fmt(1.0, "s", sig=0)
+
+
+@pytest.mark.parametrize("value, unit, text", [
+    (999_950, "B", "1 MB"),          # rounds up into the next prefix
+    (60, "s", "1 min"),              # a minute is a minute, not 60 s
+    (59.9, "s", "59.9 s"),
+    (1.5e-12, "s", "1.5 ps"),        # the smallest prefix
+    (3 * 86400, "s", "3 days"),
+])
+def test_prefix_edges(value, unit, text):
+    assert fmt(value, unit) == text
