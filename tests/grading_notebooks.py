@@ -37,6 +37,11 @@ def right(eid: str) -> str:
     return f"sl.check({eid!r}, {reference(eid)!r})"
 
 
+def max_points(chapter: int) -> float:
+    """What a notebook of `chapter` can score: the points of all its exercises."""
+    return float(sum(get_exercise(e).points for e in exercises(chapter)))
+
+
 def numeric_ids(chapter: int) -> list[str]:
     return [e for e in exercises(chapter) if get_exercise(e).kind != "function"]
 

@@ -135,7 +135,7 @@ def test_the_honest_learner_in_the_batch_keeps_exactly_the_points_earned(batch):
     g = _row(batch, "good")
     assert g.status == GRADED and g.error is None and g.cell_errors == ()
     assert nbs.answered(g) == {"1.1": "correct", "1.2": "correct", "1.6": "correct"}
-    assert (g.points, g.max_points) == (3, 11)
+    assert (g.points, g.max_points) == (3, nbs.max_points(1))
     assert g.flags == ()
 
 
@@ -193,7 +193,7 @@ def test_forged_outputs_then_os_exit_earn_nothing_after_it(batch):
 
 def test_other_chapters_answers_add_nothing_and_are_listed(batch):
     g = _row(batch, "other_chapters")
-    assert (g.points, g.max_points, g.chapter) == (0, 11, 1)
+    assert (g.points, g.max_points, g.chapter) == (0, nbs.max_points(1), 1)
     others = nbs.numeric_ids(2) + nbs.numeric_ids(12)
     assert len(g.ignored) == len(others)
     assert all(f"exercise {e} is not one of chapter 1's" in " ".join(g.ignored) for e in others)
@@ -315,6 +315,17 @@ def test_a_function_that_only_knows_the_registered_cases_fails_the_drawn_ones(ba
     assert nbs.answered(g) == {"1.2": "incorrect"}
     message = next(e.message for e in g.exercises if e.exercise == "1.2")
     assert "not quite for" in message or "called with" in message
+
+
+def test_a_kernel_that_did_not_import_the_grading_copy_of_scalelib_runs_nothing(tmp_path, monkeypatch):
+    """Defence in depth: if the kernel's environment ever lost the copy, the probe says so and no cell runs."""
+    from scalelib.course import sandbox
+
+    env = sandbox.Sandbox.env
+    monkeypatch.setattr(sandbox.Sandbox, "env", lambda self: {k: v for k, v in env(self).items() if k != "PYTHONPATH"})
+    path = write(tmp_path / "ch01_x.ipynb", "import scalelib as sl", right("1.6"))
+    g = grade_notebook(path, LIMITS, seed=1)
+    assert g.status == FAILED and g.error.startswith("the grading kernel is not isolated") and g.points == 0
 
 
 def test_every_submission_has_a_row_and_the_batch_stays_quick(batch):

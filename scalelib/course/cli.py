@@ -52,9 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds one cell may run; a cell over it stops its notebook (default: 120)")
     g.add_argument("--notebook-timeout", metavar="SECONDS", type=_positive_seconds, default=600.0,
                    help="seconds all of a notebook's cells may run together (default: 600)")
-    g.add_argument("--memory", metavar="SIZE", type=_size, default="4G",
+    g.add_argument("--memory", metavar="SIZE", type=_memory_size, default="4G",
                    help="address-space limit of each kernel, e.g. 2G or 512M; 0 for none (default: 4G)")
-    g.add_argument("--max-output", metavar="SIZE", type=_size, default="4M",
+    g.add_argument("--max-output", metavar="SIZE", type=_output_size, default="4M",
                    help="most output a notebook may print or display; the rest is dropped (default: 4M)")
     g.add_argument("--seed", metavar="N", type=int, default=None,
                    help="seed of the cases drawn for function exercises (default: a fresh one, reported)")
@@ -99,22 +99,37 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _size(text: str):
+def _memory_size(text: str):
     from .grade import parse_size
 
     if text.strip() in ("0", "none"):
         return None
     try:
-        return parse_size(text)
+        size = parse_size(text)
     except ScalelibError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+    if size < 64 * 2**20:
+        raise argparse.ArgumentTypeError(f"expected at least 64M (or 0 for no limit), got {text!r}")
+    return size
+
+
+def _output_size(text: str) -> int:
+    from .grade import parse_size
+
+    try:
+        size = parse_size(text)
+    except ScalelibError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if size < 1024:
+        raise argparse.ArgumentTypeError(f"expected at least 1k, got {text!r}")
+    return size
 
 
 def _grade(args) -> int:
     from .grade import GRADED, Limits, collect, grade, report_block
 
     limits = Limits(cell_timeout_s=args.timeout, notebook_timeout_s=args.notebook_timeout,
-                    memory_bytes=args.memory, max_output_bytes=args.max_output or Limits().max_output_bytes)
+                    memory_bytes=args.memory, max_output_bytes=args.max_output)
     collect(args.notebooks)  # a missing path is reported before anything runs
     book = grade(args.notebooks, limits, seed=args.seed,
                  on_graded=lambda g: print(report_block(g) + "\n", flush=True))

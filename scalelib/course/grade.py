@@ -35,6 +35,7 @@ learner in ``feedback/``.
 
 from __future__ import annotations
 
+import atexit
 import csv
 import io
 import json
@@ -562,9 +563,13 @@ async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: 
             if not started:
                 log = box.kernel_log().strip().splitlines()
                 tail = f"; its log ends: {_one_line(log[-1])}" if log else ""
-                run.error = f"the kernel could not start ({type(err).__name__}: {_one_line(err)}){tail}"
+                hint = (f" (is the memory limit of {_size_text(limits.memory_bytes)} too low? a kernel needs about "
+                        f"300 MiB of address space)" if limits.memory_bytes else "")
+                run.error = f"the kernel could not start ({type(err).__name__}: {_one_line(err)}){tail}{hint}"
             elif run.error is None:
                 run.error = f"grading stopped ({type(err).__name__}: {_one_line(err)})"
+        finally:
+            atexit.unregister(client._cleanup_kernel)  # nbclient leaves it registered when the kernel fails to start
         if client.output_dropped_in:
             cells = ", ".join(map(str, sorted(set(client.output_dropped_in))[:5]))
             run.flags.append(f"output over the limit of {_size_text(limits.max_output_bytes)} was dropped "
@@ -592,11 +597,9 @@ async def _helper(client, source: str, index: int, timeout: float, collecting: s
 
 
 async def _run_cells(client, box, nb, code, ids, limits, seed, run, CellTimeoutError, DeadKernelError):
-    from .sandbox import PROBE_MIME  # noqa: F401 - the probe's records are collected under it
-
     deadline = time.monotonic() + limits.notebook_timeout_s
     records, _ = await _helper(client, '__import__("scalelib.course.sandbox", fromlist=["probe"]).probe()',
-                               code[0], min(60.0, limits.cell_timeout_s * 2), "probe")
+                               code[0], 60.0, "probe")
     probe = records[-1] if records and isinstance(records[-1], dict) else {}
     where = str(probe.get("scalelib", ""))
     if not where.startswith(str(box.lib)) or probe.get("answer_key") or not probe.get("grading"):
@@ -835,8 +838,9 @@ def _grades(sub: Submission, ids: tuple[str, ...], run: _Run) -> tuple[list[Exer
         if flag:
             flags.append(f"cell {number}: {flag}")
         points = float(exercise.points) if result.status == CORRECT else 0.0
+        rel_error = result.rel_error if result.rel_error is None or math.isfinite(result.rel_error) else None
         grades.append(ExerciseGrade(eid, result.status, result.message, points, float(exercise.points),
-                                    result.rel_error, result.diagnosis, number))
+                                    rel_error, result.diagnosis, number))
     return grades, ignored, flags
 
 
@@ -944,9 +948,10 @@ class Gradebook:
         for g in self.grades:
             earned = {e.exercise: _points(e.points) for e in g.exercises}
             status = g.status if g.status == GRADED else f"{g.status}: {g.error}" if g.status == FAILED else g.status
-            writer.writerow([g.learner, g.notebook, "" if g.chapter is None else g.chapter, status,
-                             *(earned.get(i, "") for i in ids), _points(g.points), _points(g.max_points),
-                             "; ".join(g.flags), "" if g.status == FAILED else (g.error or "")])
+            writer.writerow([_text_cell(g.learner), _text_cell(g.notebook), "" if g.chapter is None else g.chapter,
+                             _text_cell(status), *(earned.get(i, "") for i in ids), _points(g.points),
+                             _points(g.max_points), _text_cell("; ".join(g.flags)),
+                             _text_cell("" if g.status == FAILED else (g.error or ""))])
         return out.getvalue()
 
     def report(self) -> str:
@@ -988,6 +993,19 @@ class Gradebook:
             path.write_text(feedback(g), encoding="utf-8")
             written.append(path)
         return written
+
+
+def _text_cell(text: str) -> str:
+    """`text` for a CSV cell; one a spreadsheet would read as a formula (a learner's name from the notebook's
+    metadata, say) gets a leading apostrophe."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def _fenced(text: str) -> list[str]:
+    """`text` as a Markdown code block whose fence no run of backticks in it can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + "text", text, fence]
 
 
 def _points(x: float) -> str:
@@ -1035,7 +1053,7 @@ def feedback(g: NotebookGrade) -> str:
                   f"{_points(e.max_points)} |" for e in g.exercises]
         lines.append("")
         for e in g.exercises:
-            lines += [f"## Exercise {e.exercise}: {e.status}", "", "```text", e.message.strip() or e.status, "```", ""]
+            lines += [f"## Exercise {e.exercise}: {e.status}", "", *_fenced(e.message.strip() or e.status), ""]
     if g.cell_errors:
         lines += ["## Cells that raised", ""] + [f"- {c}" for c in g.cell_errors] + [""]
     if g.ignored:

@@ -100,6 +100,8 @@ def _describe(answer) -> dict:
         return _unreadable(answer, TypeError(f"a {type(answer).__name__} is not a number, a list of numbers or a text"))
     if callable(answer) and not isinstance(answer, np.ndarray):
         return {"kind": "function", "name": _short(getattr(answer, "__name__", type(answer).__name__), 80)}
+    if hasattr(answer, "__array__") and not isinstance(answer, (np.ndarray, np.generic)):
+        answer = np.asarray(answer)  # a pandas Series, a jax array, ...
     if isinstance(answer, (list, tuple, np.ndarray)):
         return _describe_numbers(answer)
     value = float(answer)  # int, float, numpy scalars, anything with __float__
@@ -118,6 +120,8 @@ def _describe_numbers(answer) -> dict:
         else:
             yield x
 
+    if isinstance(answer, np.ndarray) and answer.dtype.kind == "O" and answer.size <= MAX_VALUES:
+        answer = answer.tolist()  # an array of objects (Derivations, say): read as a list
     if isinstance(answer, np.ndarray):
         if answer.dtype.kind not in "iuf":
             raise TypeError(f"an array of dtype {answer.dtype} is not an array of numbers")
