@@ -28,7 +28,7 @@ from scalelib.course import record
 from scalelib.course.check import Exercise, get_exercise
 from scalelib.course.cli import main
 from scalelib.course.grade import (
-    CHAPTER_UNKNOWN, FAILED, GRADED, MISSING, ExerciseGrade, Gradebook, Limits, NotebookGrade, collect, feedback,
+    CHAPTER_UNKNOWN, FAILED, GRADED, MISSING, CellError, ExerciseGrade, Gradebook, Limits, NotebookGrade, collect, feedback,
     grade, grade_notebook, grading_cases, judge, load, parse_size, scan,
 )
 
@@ -368,6 +368,14 @@ def test_feedback_lists_each_exercise_with_its_message_and_leaves_flags_to_the_i
     assert text.startswith("# Chapter 99: feedback for Ada\n\nNotebook `ada.ipynb`: graded, 2/4 points.")
     assert "| 99.1 | ✅ correct | 2/2 |" in text and "## Exercise 99.2: incorrect\n\n```text\n❌ off\n```" in text
     assert "answer key" not in text
+
+
+def test_learner_text_reaches_no_terminal_or_spreadsheet_as_code():
+    g = NotebookGrade("x.ipynb", "=HYPERLINK(\"http://x\")", 99, GRADED,
+                      cell_errors=(CellError(2, "ValueError", "\x1b[2Jcleared"),))
+    book = Gradebook([g], seed=1, limits=Limits())
+    assert "\x1b" not in book.report() and "\x1b" not in feedback(g)
+    assert list(csv.reader(io.StringIO(book.to_csv())))[1][0] == "'=HYPERLINK(\"http://x\")"
 
 
 def test_the_gradebook_is_written_with_one_feedback_file_per_learner(tmp_path):

@@ -62,6 +62,9 @@ MISSING = "missing"
 GRADED, FAILED, CHAPTER_UNKNOWN = "graded", "failed", "chapter unknown"
 #: Largest notebook file read (bytes).
 MAX_NOTEBOOK_BYTES = 100 * 2**20
+#: Seconds to wait, once a cell has replied, for the rest of its output; past it the kernel's output
+#: channel is taken as broken (a message over the size limit disconnects it) and the notebook stops.
+IOPUB_TIMEOUT_S = 10.0
 
 _CHAPTER_IN_NAME = re.compile(r"(?:^|[^a-z])ch(\d+)", re.IGNORECASE)
 _LOG = logging.getLogger("scalelib.grade")
@@ -550,7 +553,8 @@ async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: 
         nbformat.write(nb, str(box.home / (sub.path.stem[:100] + ".ipynb")))
         client = _client_class()(
             nb, km=box.kernel_manager(), max_output=limits.max_output_bytes, allow_errors=True,
-            startup_timeout=60, shutdown_kernel="immediate", log=_LOG, iopub_timeout=3, raise_on_iopub_timeout=True,
+            startup_timeout=60, shutdown_kernel="immediate", log=_LOG,
+            iopub_timeout=IOPUB_TIMEOUT_S, raise_on_iopub_timeout=True,
             skip_cells_with_tag="skip-execution", kernel_name="scalelib-grading")
         box.before_start()
         started = False
@@ -995,10 +999,19 @@ class Gradebook:
         return written
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _clean(text: str) -> str:
+    """`text` without control characters (a learner's error message could carry terminal escapes)."""
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
 def _text_cell(text: str) -> str:
     """`text` for a CSV cell; one a spreadsheet would read as a formula (a learner's name from the notebook's
     metadata, say) gets a leading apostrophe."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    text = _clean(text)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
 def _fenced(text: str) -> list[str]:
@@ -1033,7 +1046,7 @@ def report_block(g: NotebookGrade) -> str:
     lines.extend(f"  {c}" for c in g.cell_errors)
     lines.extend(f"  ignored: {i}" for i in g.ignored)
     lines.extend(f"  flag: {f}" for f in g.flags)
-    return "\n".join(lines)
+    return _clean("\n".join(lines))
 
 
 _ICONS = {CORRECT: "✅", INCORRECT: "❌", NOT_ATTEMPTED: "⬜", MISSING: "⬜"}
@@ -1058,7 +1071,7 @@ def feedback(g: NotebookGrade) -> str:
         lines += ["## Cells that raised", ""] + [f"- {c}" for c in g.cell_errors] + [""]
     if g.ignored:
         lines += ["## Answers that did not count", ""] + [f"- {i}" for i in g.ignored] + [""]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return _clean("\n".join(lines).rstrip("\n")) + "\n"
 
 
 def grade(paths: Iterable, limits: Limits | None = None, seed: int | None = None,
