@@ -52,6 +52,7 @@ from ._tiles import Tile, best_tile, search_tiles, tile_intensity, tile_smem_byt
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_pod, tpu_slice
 from ._twisted import torus_max_hops, torus_mean_hops
 from ._units import fmt
+from ._vector import vector_critical_intensity, vector_flops_per_s
 from .course.check import Verdict, check, exercises, verdict
 
 __version__ = "0.1.0"
@@ -65,6 +66,8 @@ __all__ = [
     "Roofline", "arithmetic_intensity", "attainable_flops_per_s", "critical_batch_size", "critical_intensity",
     "matmul_bytes", "matmul_flops", "matmul_intensity", "matmul_roofline", "roofline", "t_comms_s", "t_math_s",
     "measure_copy_time_s", "measure_machine", "measure_matmul_time_s", "plot_roofline",
+    # vector units: a TPU's VPU, a GPU's CUDA cores (chapters 1, 2, 12)
+    "vector_critical_intensity", "vector_flops_per_s",
     # the MXU, a systolic array, simulated (chapter 2)
     "SystolicTrace", "animate_systolic", "systolic_animation_html", "systolic_cycles", "systolic_matmul",
     "systolic_trace",

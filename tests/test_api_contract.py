@@ -47,6 +47,8 @@ CALLS = {
     "ChipSpec.source_of": (H100.source_of, ("hbm_bytes_per_s",), {}),
     "arithmetic_intensity": (sl.arithmetic_intensity, (2e12, 1e9), {}),
     "critical_intensity": (sl.critical_intensity, ("tpu-v5e",), {"dtype": "int8", "bandwidth": "hbm"}),
+    "vector_flops_per_s": (sl.vector_flops_per_s, ("h100",), {"per": "core", "flops_per_cycle": 2, "clock": "base"}),
+    "vector_critical_intensity": (sl.vector_critical_intensity, ("tpu-v5p",), {"per": "core", "bandwidth": "hbm"}),
     "t_math_s": (sl.t_math_s, (1e12, "h100"), {"dtype": "bf16"}),
     "t_comms_s": (sl.t_comms_s, (1e9, "tpu-v5e"), {"bandwidth": "ici"}),
     "roofline": (sl.roofline, (1e12, 1e9, "tpu-v5e"), {"dtype": "bf16", "bandwidth": "hbm"}),

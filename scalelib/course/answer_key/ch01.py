@@ -3,12 +3,15 @@
 Every reference is computed by scalelib from the chip registry; the numbers
 below are only the shapes each question gives (batch, widths, parameter count).
 Facts and formulas follow ch. 1 "All About Rooflines" of How to Scale Your Model
-(Austin et al., 2025).
+(Austin et al., 2025); ``book=`` names the book's question an exercise answers
+(its list: scalelib/course/book_items.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+
+import numpy as np
 
 from ..check import Exercise, register
 from ._tools import define, slip
@@ -25,6 +28,7 @@ from ..._roofline import (
     t_math_s,
 )
 from ..._specs import DTYPES, ChipSpec, bytes_per_value, chip
+from ..._vector import vector_critical_intensity, vector_flops_per_s
 
 
 # 1.1 -------------------------------------------------------------------------
@@ -84,22 +88,24 @@ register(Exercise(
 _1_3 = dict(B=1024, D=4096, F=4096)
 
 
-def _per_example_weights_counts() -> tuple[float, float]:
+def _per_example_weights_counts(dtype: str = "int8") -> tuple[float, float]:
     """(FLOPs, bytes) for 1.3: each of the B rows has its own [D, F] weight matrix (einsum bd,bdf->bf)."""
     B, D, F = _1_3["B"], _1_3["D"], _1_3["F"]
-    nbytes = (B * D + B * D * F + B * F) * bytes_per_value("bf16")
+    nbytes = (B * D + B * D * F + B * F) * bytes_per_value(dtype)
     return matmul_flops(B, D, F), nbytes
 
 
 def _per_example_weights_intensity() -> Derivation:
-    """Reference for 1.3, with the byte count spelled out."""
+    """Reference for 1.3 (the book's Q4), with the byte count spelled out."""
     B, D, F = _1_3["B"], _1_3["D"], _1_3["F"]
     flops, nbytes = _per_example_weights_counts()
-    b = bytes_per_value("bf16")
+    b = bytes_per_value("int8")
+    counted_flops = Derivation("FLOPs", "2·B·D·F", f"2·{B}·{D}·{F}", flops, "FLOP")
     counted = Derivation("nbytes", "b·(B·D + B·D·F + B·F)", f"{q(b)}·({B}·{D} + {B}·{D}·{F} + {B}·{F})", nbytes, "B")
     intensity = explain(arithmetic_intensity, flops, nbytes)
-    return define(replace(intensity, steps=(counted,)),
-                  {"b": "bytes per bf16 value", "B, D, F": "the sides of x [B, D] and of each example's w [D, F]"})
+    return define(replace(intensity, steps=(counted_flops, counted)),
+                  {"B": "the examples, each multiplying its row of x [D] by its own w [D, F]",
+                   "D, F": "the sides of each example's weights", "b": "bytes per int8 value"})
 
 
 register(Exercise(
@@ -108,10 +114,15 @@ register(Exercise(
     reference=_per_example_weights_intensity,
     unit="FLOP/B",
     mistakes={
-        slip(matmul_intensity(**_1_3), arithmetic_intensity(*_per_example_weights_counts())):
+        slip(matmul_intensity(**_1_3, dtype="int8"), arithmetic_intensity(*_per_example_weights_counts())):
             "you counted one weight matrix shared by the whole batch; here each of the B examples "
             "brings its own [D, F] matrix, so the weight bytes grow with B as fast as the FLOPs do",
+        slip(arithmetic_intensity(*_per_example_weights_counts("bf16")),
+             arithmetic_intensity(*_per_example_weights_counts())):
+            "a factor of 2: either you counted B·D·F FLOPs (each term is a multiply and an add, 2·B·D·F) "
+            "or 2 bytes per value (int8 values take 1)",
     },
+    book=("Q4",),
 ))
 
 
@@ -186,6 +197,7 @@ register(Exercise(
     choices=("compute", "memory"),
     reason="With 1-byte weights the weight bytes halve, so the intensity is close to 2·B rather than B: "
            "above TPU v5e's critical intensity C / W, so compute-bound.",
+    book=("Q2",),
 ))
 
 
@@ -203,6 +215,7 @@ register(Exercise(
             "a factor of 2: either you counted 2 bytes per weight (int8 weights take 1), or you used the "
             "int8 rate for C (the arithmetic here runs in bf16)",
     },
+    book=("Q2",),
 ))
 
 
@@ -261,6 +274,7 @@ register(Exercise(
             "a factor of 2: each partial sum crosses the link one way, at the one-way bandwidth "
             "(`ici_link_bytes_per_s_one_way`), not the bidirectional figure; and each bf16 value takes 2 bytes",
     },
+    book=("Ex2",),
 ))
 
 
@@ -283,5 +297,142 @@ register(Exercise(
         slip(critical_intensity("tpu-v5e", bandwidth="ici"), 2 * critical_intensity("tpu-v5e", bandwidth="ici")):
             "a factor of 2: each chip does B·D·F FLOPs (half of D) for 2·B·F bytes, an intensity of D/2, not D; "
             "and the partial sums cross the link one way, at the one-way ICI bandwidth, not the bidirectional figure",
+    },
+    book=("Ex2",),
+))
+
+
+# 1.12 ------------------------------------------------------------------------
+
+def _vpu_intensity() -> Derivation:
+    """Reference for 1.12 (the book's dot-product example): one v5p TensorCore's VPU against the chip's HBM."""
+    return explain(vector_critical_intensity, "tpu-v5p", per="core", bandwidth="hbm")
+
+
+register(Exercise(
+    id="1.12",
+    title="Critical intensity of a TPU v5p's vector unit",
+    reference=_vpu_intensity,
+    unit="FLOP/B",
+    mistakes={
+        slip(critical_intensity("tpu-v5p"), vector_critical_intensity("tpu-v5p", per="core")):
+            "that is the critical intensity of the matrix units (the MXUs' bf16 rate over W); "
+            "a dot product runs on the VPU, whose rate is its ALUs times the clock",
+        slip(vector_critical_intensity("tpu-v5p"), vector_critical_intensity("tpu-v5p", per="core")):
+            "a factor of 2: you counted both TensorCores' VPUs; the question asks for one TensorCore's",
+        slip(vector_critical_intensity("tpu-v5p", per="core") / 1e9, vector_critical_intensity("tpu-v5p", per="core")):
+            "a factor of 1e9: the clock is in GHz (1 GHz is 1e9 cycles per second)",
+    },
+    book=("Ex1",),
+))
+
+
+# 1.13 ------------------------------------------------------------------------
+
+_1_13 = dict(B=192, D=8192, F=8192)
+
+
+def _int8_bounds_of(chip_name: str = "tpu-v5e", compute: str = "int8", dtype: str = "int8") -> Derivation:
+    """[T_lower, T_upper] of the book's Q1 layout (x, w and the output all in `dtype`, arithmetic in `compute`)."""
+    lower = explain(matmul_roofline, *_1_13.values(), chip_name, dtype=dtype, compute_dtype=compute)
+    r = matmul_roofline(*_1_13.values(), chip_name, dtype=dtype, compute_dtype=compute)
+    upper = Derivation("T_upper", "T_math + T_comms", f"{q(r.t_math_s, 's')} + {q(r.t_comms_s, 's')}",
+                       r.t_upper_s, "s")
+    return Derivation("[T_lower, T_upper]", "[max(T_math, T_comms), T_math + T_comms]", "",
+                      np.array([r.t_lower_s, r.t_upper_s]), "s", (lower, upper))
+
+
+register(Exercise(
+    id="1.13",
+    title="Time bounds of an all-int8 matmul on TPU v5e",
+    reference=lambda: define(_int8_bounds_of(), {"C": "TPU v5e's peak int8 rate (int8_ops_per_s)",
+                                                 "W": "its HBM bandwidth"}),
+    unit="s",
+    mistakes={
+        slip(_int8_bounds_of(compute="bf16"), _int8_bounds_of()):
+            "you used the bf16 rate for C; int8 arithmetic runs at the int8 rate, about twice as fast",
+        slip(_int8_bounds_of(dtype="bf16"), _int8_bounds_of()):
+            "you counted 2 bytes per value; int8 values take 1",
+    },
+    book=("Q1",),
+))
+
+
+# 1.14 ------------------------------------------------------------------------
+
+_1_14_WIDTHS = (4096, 1024)
+
+
+def _int8_weight_knees(dtype="bf16", weight_dtype="int8") -> Derivation:
+    """Reference for 1.14 (the book's Q3): where each curve of attainable FLOP/s against B meets the roof."""
+    knees = tuple(replace(explain(critical_batch_size, "tpu-v5e", dtype=dtype, weight_dtype=weight_dtype, D=d, F=d),
+                          symbol=f"B_crit(D = F = {d})") for d in _1_14_WIDTHS)
+    d = Derivation("[B_4096, B_1024]", "[B_crit(D = F = 4096), B_crit(D = F = 1024)]", "",
+                   np.array([k.value for k in knees]), "tokens", knees)
+    return d
+
+
+register(Exercise(
+    id="1.14",
+    title="Where the int8-weight roofline curves reach the roof",
+    reference=lambda: define(_int8_weight_knees(), {"C": "TPU v5e's peak bf16 rate (the arithmetic runs in bf16)",
+                                                    "W": "its HBM bandwidth",
+                                                    "I": "the critical intensity I_crit above",
+                                                    "D, F": "the sides of the int8 weights [D, F]"}),
+    unit="tokens",
+    mistakes={
+        slip([critical_batch_size("tpu-v5e", weight_dtype="int8")] * 2, _int8_weight_knees()):
+            "that is the large-matrix limit I_crit · w / 2; with D = F = 4096 or 1024 the bf16 activations "
+            "and output are not small next to the int8 weights, so a larger batch is needed, the more so for 1024",
+        # All-bf16 and all-int8 give the same knees, both twice the reference.
+        slip(_int8_weight_knees(weight_dtype="bf16"), _int8_weight_knees()):
+            "a factor of 2: you counted 2 bytes per weight, or took the int8 rate for C with 1-byte activations; "
+            "only the weights are int8 (1 byte each): the activations, the output and the arithmetic are bf16",
+    },
+    book=("Q3",),
+))
+
+
+# 1.15 ------------------------------------------------------------------------
+
+register(Exercise(
+    id="1.15",
+    title="The H100's critical batch, from its data sheet",
+    reference=lambda: define(explain(critical_batch_size, "h100", dtype="bf16"),
+                             {"C": "the H100's dense bf16 rate: half the data sheet's 1,979 TFLOPS, "
+                                   "which assumes 2:4 structured sparsity",
+                              "W": "its HBM bandwidth, 3.35 TB/s"}),
+    unit="tokens",
+    mistakes={
+        slip(2 * critical_batch_size("h100"), critical_batch_size("h100")):
+            "a factor of 2: the data sheet's 1,979 TFLOPS counts 2:4 structured sparsity; "
+            "a dense matmul gets half of it",
+    },
+    book=("Q5",),
+))
+
+
+# 1.16 ------------------------------------------------------------------------
+
+_1_16 = dict(B=4096, D=8192, F=28672)
+_1_16_EFFICIENCY = 0.85  # the book's figure for H100s (ch. 1: 80-85% of the peak in practice)
+
+
+def _realistic_time(efficiency: float = _1_16_EFFICIENCY) -> float:
+    return matmul_roofline(*_1_16.values(), "h100", efficiency=efficiency).t_lower_s
+
+
+register(Exercise(
+    id="1.16",
+    title="A realistic time for an H100 matmul at 85% of peak",
+    reference=lambda: define(explain(matmul_roofline, *_1_16.values(), "h100", efficiency=_1_16_EFFICIENCY),
+                             {"C": "the H100's peak bf16 rate", "W": "its HBM bandwidth",
+                              "efficiency": "the share of the peak the kernels reach"}),
+    unit="s",
+    mistakes={
+        slip(_realistic_time(1.0), _realistic_time()):
+            "that is the time at the data-sheet peak; reaching only 85% of it, the arithmetic takes 1 / 0.85 as long",
+        slip(_realistic_time(1.0) * _1_16_EFFICIENCY, _realistic_time()):
+            "you multiplied by the efficiency; a lower rate makes the time longer, so divide by it",
     },
 ))
