@@ -144,7 +144,8 @@ def measure_machine(*, matmul_sizes=(1024, 2048), nbytes=2**29, repeats=5) -> Ch
         repeats: timed runs of each (>= 1).
 
     Returns:
-        A :class:`ChipSpec` of family ``"cpu"`` (``f32_flops_per_s``, ``hbm_bytes_per_s`` = main memory).
+        A :class:`ChipSpec` of the family of the device JAX uses (``"cpu"``, or ``"gpu"``/``"tpu"``
+        where JAX sees one), with ``f32_flops_per_s`` and ``hbm_bytes_per_s`` (main memory on a CPU).
 
     Chapter:
         1 (Rooflines)
@@ -165,9 +166,10 @@ def measure_machine(*, matmul_sizes=(1024, 2048), nbytes=2**29, repeats=5) -> Ch
     flops_per_s = max(2 * n**3 / measure_matmul_time_s(n, n, n, dtype="f32", repeats=repeats) for n in sizes)
     bytes_per_s = 2 * nbytes / measure_copy_time_s(nbytes, repeats=repeats)
     device = jax.devices()[0]
+    family = device.platform if device.platform in ("gpu", "tpu") else "cpu"
     return ChipSpec(
         name="local-" + device.platform,
-        family="cpu",
+        family=family,
         source=(f"measured by scalelib.measure_machine() with JAX {jax.__version__} on "
                 f"{platform.machine()} ({jax.device_count()} JAX device(s), {device.device_kind})"),
         f32_flops_per_s=flops_per_s,
