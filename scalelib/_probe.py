@@ -1,8 +1,9 @@
 """Measure the machine this runs on (chapter 1): its peak matmul rate and memory bandwidth.
 
-:func:`measure_machine` returns a :class:`ChipSpec` of family ``"cpu"`` whose
-``f32_flops_per_s`` and ``hbm_bytes_per_s`` (here: main memory) are measured
-with JAX, so every roofline function accepts it like a TPU or a GPU.
+:func:`measure_machine` returns a :class:`ChipSpec` whose ``f32_flops_per_s`` and
+``hbm_bytes_per_s`` are measured with JAX on the device it uses (an accelerator
+where JAX sees one, else the CPU and its main memory), so every roofline function
+accepts it like a TPU or a GPU.
 JAX is imported only when these functions run.
 """
 
