@@ -22,6 +22,24 @@ from ._collectives import allgather_time_s, allreduce_time_s, alltoall_time_s, r
 from ._derivation import Derivation, explain
 from ._diagrams import draw_chip, draw_fat_tree, draw_gpu_node, draw_torus, plot_spec_comparison
 from ._errors import InvalidCallError, InvalidValueError, ScalelibError, UnknownNameError
+from ._gpu import (
+    allreduce_latency_s,
+    expert_parallel_critical_width,
+    fat_tree_level_bytes_per_s,
+    hierarchical_allgather_time_s,
+    hierarchical_allreduce_time_s,
+    hierarchical_data_parallel_critical_batch,
+    host_transfer_time_s,
+    measure_vector_add_time_s,
+    moe_data_parallel_critical_batch,
+    node_bandwidth_bytes_per_s,
+    pipeline_comms_time_s,
+    ragged_alltoall_time_s,
+    switch_bytes,
+    vector_add_time_s,
+    vector_alus,
+    vector_clock_hz,
+)
 from ._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
 from ._plot import plot_roofline
 from ._probe import measure_copy_time_s, measure_machine, measure_matmul_time_s
@@ -77,6 +95,12 @@ __all__ = [
     "torus_max_hops", "torus_mean_hops",
     # parallelism rooflines (chapters 5, 12)
     "data_parallel_critical_batch", "pipeline_bubble_fraction", "tensor_parallel_max_degree",
+    # GPUs: CUDA cores, a node's switches, collectives level by level, rooflines of EP, PP and MoE (chapter 12)
+    "vector_alus", "vector_clock_hz", "vector_add_time_s", "measure_vector_add_time_s", "node_bandwidth_bytes_per_s",
+    "fat_tree_level_bytes_per_s", "hierarchical_allgather_time_s", "hierarchical_allreduce_time_s",
+    "hierarchical_data_parallel_critical_batch", "switch_bytes", "ragged_alltoall_time_s", "allreduce_latency_s",
+    "moe_data_parallel_critical_batch", "expert_parallel_critical_width", "pipeline_comms_time_s",
+    "host_transfer_time_s",
     # GPU kernel tiles (chapter 12)
     "Tile", "best_tile", "search_tiles", "tile_intensity", "tile_smem_bytes",
     # pictures of the hardware (chapters 2, 12)

@@ -89,6 +89,26 @@ CALLS = {
     "data_parallel_critical_batch": (sl.data_parallel_critical_batch, (POD,), {"dtype": "bf16", "axes": "X"}),
     "tensor_parallel_max_degree": (sl.tensor_parallel_max_degree, (28672, CLUSTER), {"dtype": "bf16"}),
     "pipeline_bubble_fraction": (sl.pipeline_bubble_fraction, (4, 16), {}),
+    "vector_alus": (sl.vector_alus, ("h100",), {}),
+    "vector_clock_hz": (sl.vector_clock_hz, (80e12, "b200"), {"flops_per_cycle": 2}),
+    "vector_add_time_s": (sl.vector_add_time_s, (2**20, "h100"), {"dtype": "f32", "flops_per_cycle": 1,
+                                                                  "clock": "base"}),
+    "measure_vector_add_time_s": (sl.measure_vector_add_time_s, (2**10,), {"dtype": "f32", "repeats": 1}),
+    "node_bandwidth_bytes_per_s": (sl.node_bandwidth_bytes_per_s, (4, 64, 25e9, CLUSTER), {}),
+    "fat_tree_level_bytes_per_s": (sl.fat_tree_level_bytes_per_s, (sl.gpu_cluster(64, "h100"),), {"level": "spine"}),
+    "hierarchical_allgather_time_s": (sl.hierarchical_allgather_time_s, (1e9, CLUSTER), {"group": 16, "inner": 2}),
+    "hierarchical_allreduce_time_s": (sl.hierarchical_allreduce_time_s, (1e9, CLUSTER), {"group": 16, "inner": 1,
+                                                                                        "sharp": True}),
+    "hierarchical_data_parallel_critical_batch": (sl.hierarchical_data_parallel_critical_batch, (CLUSTER,),
+                                                  {"group": 16, "inner": 8, "dtype": "bf16"}),
+    "switch_bytes": (sl.switch_bytes, (1e9, CLUSTER), {"switch": "leaf", "collective": "allgather",
+                                                       "direction": "egress", "sharp": False, "inner": 1}),
+    "ragged_alltoall_time_s": (sl.ragged_alltoall_time_s, (1e9, 4, CLUSTER), {"group": 16, "routing": "random"}),
+    "allreduce_latency_s": (sl.allreduce_latency_s, (64,), {"algorithm": "tree", "step_latency_s": 5e-6}),
+    "moe_data_parallel_critical_batch": (sl.moe_data_parallel_critical_batch, (128, 4, CLUSTER), {"dtype": "bf16"}),
+    "expert_parallel_critical_width": (sl.expert_parallel_critical_width, (16, 8, CLUSTER), {"dtype": "bf16"}),
+    "pipeline_comms_time_s": (sl.pipeline_comms_time_s, (1e6, 8192, 2, 8, CLUSTER), {"dtype": "bf16"}),
+    "host_transfer_time_s": (sl.host_transfer_time_s, (1e9,), {"link": "pcie-gen5"}),
     "tile_intensity": (sl.tile_intensity, (128, 256), {"K": 4096, "dtype": "bf16", "out_dtype": "f32"}),
     "tile_smem_bytes": (sl.tile_smem_bytes, (128, 256, 64), {"dtype": "bf16", "stages": 3}),
     "search_tiles": (sl.search_tiles, (4096, 4096, 4096, "h100"), {"dtype": "bf16", "stages": (2, 3)}),
@@ -126,9 +146,9 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "GpuCluster.summary", "measure_machine", "plot_roofline", "draw_torus", "draw_gpu_node",
                "draw_fat_tree", "draw_chip", "plot_spec_comparison", "check", "verdict", "exercises",
                "systolic_matmul", "systolic_trace", "animate_systolic", "systolic_animation_html"}
-SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_machine", "plot_roofline", "draw_torus",
-        "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison", "search_tiles", "best_tile",
-        "animate_systolic", "systolic_animation_html"}
+SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
+        "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
+        "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html"}
 
 
 @pytest.fixture(autouse=True)
@@ -206,7 +226,8 @@ def _call(name):
     return fn(*args, **kwargs)
 
 
-DERIVED = sorted(set(CALLS) - NOT_DERIVED - {"measure_matmul_time_s", "measure_copy_time_s"})
+DERIVED = sorted(set(CALLS) - NOT_DERIVED
+                 - {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s"})
 
 
 @pytest.mark.parametrize("name", DERIVED)
