@@ -1,25 +1,44 @@
 """Chapter 12 exercises: GPUs.
 
 Every reference is computed by scalelib from the chip registry, the GPU
-topologies and the tile search; the numbers below are only the shapes and sizes
-each question gives. Facts and formulas follow ch. 12 "How to Think About GPUs"
+topologies, the per-level collective model of ``scalelib._gpu`` and the tile
+search; the numbers below are only the shapes, sizes and figures each question
+gives (a vector rate NVIDIA quotes, a batch, a model's width). Facts and formulas follow ch. 12 "How to Think About GPUs"
 of How to Scale Your Model (Austin et al., 2025) and NVIDIA's data sheets and
 DGX SuperPOD reference architecture, as named in the registry's sources.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
 
 from ..check import Exercise, register
 from ._tools import define, slip
-from ..._collectives import allgather_time_s, allreduce_time_s, alltoall_time_s
+from ..._collectives import allgather_time_s, alltoall_time_s
 from ..._derivation import Derivation, explain, q
+from ..._gpu import (
+    expert_parallel_critical_width,
+    fat_tree_level_bytes_per_s,
+    hierarchical_allgather_time_s,
+    hierarchical_allreduce_time_s,
+    hierarchical_data_parallel_critical_batch,
+    moe_data_parallel_critical_batch,
+    node_bandwidth_bytes_per_s,
+    pipeline_comms_time_s,
+    ragged_alltoall_time_s,
+    switch_bytes,
+    vector_add_time_s,
+    vector_alus,
+    vector_clock_hz,
+)
 from ..._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
-from ..._roofline import critical_intensity
+from ..._roofline import critical_intensity, matmul_roofline, t_math_s
 from ..._specs import DTYPES, bytes_per_value, chip
+from ..._units import fmt
+from ..._vector import vector_flops_per_s
 from ..._tiles import best_tile, search_tiles, tile_intensity, tile_smem_bytes
 from ..._topology import gpu_cluster
 
@@ -53,7 +72,7 @@ def _b200_intensities() -> Derivation:
 
 register(Exercise(
     id="12.1",
-    title="Critical intensities of a B200 in bf16 and in fp8",
+    title="Critical intensities of a B200 in bf16 and in fp8 (warm-up)",
     reference=_b200_intensities,
     unit="FLOP/B",
     mistakes={
@@ -61,6 +80,7 @@ register(Exercise(
              [critical_intensity("b200", dtype=d) for d in ("bf16", "fp8")]):
             "those are the H100's; take the B200's rates and HBM bandwidth from `sl.chip('b200')`",
     },
+    book=("Quiz 1 Q3",),
 ))
 
 
@@ -97,13 +117,20 @@ register(Exercise(
 # 12.3 ------------------------------------------------------------------------
 
 def _onchip_fast_memory() -> Derivation:
-    """Reference for 12.3: (SMEM + register file) per SM, times the SMs of an H100."""
+    """Reference for 12.3: (SMEM + register file) per SM, times the SMs of an H100.
+
+    On-chip memories are stored in binary bytes (256 KiB each), so the derivation reads them in KiB
+    and gives the total in MiB before the decimal figure every byte count is printed in.
+    """
     h100 = chip("h100")
-    per_sm = h100.fast_mem_bytes_per_core + h100.registers_bytes_per_core
+    smem, regs = h100.fast_mem_bytes_per_core, h100.registers_bytes_per_core
+    per_sm = smem + regs
     value = h100.cores * per_sm
+    kib = lambda x: fmt(x, "B", binary=True)  # noqa: E731
     return Derivation("SMEM + registers", "SMs · (SMEM per SM + registers per SM)",
-                      f"{h100.cores} · ({q(h100.fast_mem_bytes_per_core, 'B')} + {q(h100.registers_bytes_per_core, 'B')})",
-                      value, "B", where=("SM: a streaming multiprocessor; SMEM: its shared memory",))
+                      f"{h100.cores} · ({kib(smem)} + {kib(regs)}) = {h100.cores} · {kib(per_sm)} = {kib(value)}",
+                      value, "B", where=("SM: a streaming multiprocessor; SMEM: an SM's shared memory (on-chip "
+                                         "memories are counted in binary bytes: 1 KiB = 1024 B)",))
 
 
 _H100 = chip("h100")
@@ -115,12 +142,12 @@ register(Exercise(
     unit="B",
     mistakes={
         slip(_H100.cores * _H100.fast_mem_bytes_per_core, _onchip_fast_memory()):
-            "you counted the shared memory (SMEM) only; the register file of each SM is about as large again",
-        slip(_H100.cores * _H100.registers_bytes_per_core, _onchip_fast_memory()):
-            "you counted the register files only; each SM also has its shared memory (SMEM)",
+            "you counted one of the two: each SM has its shared memory (SMEM) and a register file "
+            "about as large",
         slip(_H100.fast_mem_bytes_per_core + _H100.registers_bytes_per_core, _onchip_fast_memory()):
             "that is one SM's memory; multiply by the number of SMs for the whole chip",
     },
+    book=("Quiz 1 Q5",),
 ))
 
 
@@ -208,43 +235,57 @@ register(Exercise(
 _12_7 = dict(M=512, N=14336, K=4096)  # 512 tokens through LLaMA-3-8B's up-projection
 
 
-def _best_tile_area() -> Derivation:
-    """Reference for 12.7: bm · bn of the tile scalelib's search puts first."""
-    tile = best_tile(**_12_7, chip="h100")
-    time = define(explain(best_tile, **_12_7, chip="h100"),
-                  {"bm, bn": "the sides of the output tile, here of the one the search ranks first (by its time)",
-                   "K": "the contracting dimension"})
-    return Derivation("area", "bm · bn", f"{tile.bm} · {tile.bn}", tile.bm * tile.bn, "", (time,))
+def _tile_of(bm, bn):
+    """The best-ranked configuration of a bm x bn tile in scalelib's search for 12.7's matmul."""
+    return next(t for t in search_tiles(**_12_7, chip="h100") if (t.bm, t.bn) == (bm, bn))
 
 
-def _most_intense_tile_area() -> int:
-    """12.7's slip: the area of the tile with the highest intensity, not the fastest."""
-    tile = max(search_tiles(**_12_7, chip="h100"), key=lambda t: (t.intensity, t.bm * t.bn))
-    return tile.bm * tile.bn
+def _wave_time(tile) -> Derivation:
+    sms = chip("h100").cores
+    return Derivation(f"T({tile.bm}×{tile.bn})", "waves · t_wave",
+                      lambda: f"{tile.waves} · {q(tile.time_s / tile.waves, 's')}", tile.time_s, "s",
+                      where=(f"waves: ⌈{tile.num_tiles} tiles / {sms} SMs⌉ = {tile.waves}; t_wave: one wave's time, "
+                             f"one {tile.bm}×{tile.bn} tile's arithmetic on one SM ({tile.bound}-bound)",))
+
+
+def _tile_time_ratio() -> Derivation:
+    """Reference for 12.7: predicted time with 128 x 256 tiles over that with 64 x 128 tiles."""
+    big, small = _wave_time(_tile_of(128, 256)), _wave_time(_tile_of(64, 128))
+    return Derivation("T(128×256) / T(64×128)", "T(128×256) / T(64×128)",
+                      lambda: f"{q(big.value, 's')} / {q(small.value, 's')}", big.value / small.value, "", (big, small))
+
+
+def _tile_ratio_without_waves() -> float:
+    """12.7's slip: both times as if the last wave cost only its share (tiles / SMs, not rounded up)."""
+    big, small = _tile_of(128, 256), _tile_of(64, 128)
+    per_tile = lambda t: t.time_s / t.waves  # noqa: E731
+    return (big.num_tiles * per_tile(big)) / (small.num_tiles * per_tile(small))
 
 
 register(Exercise(
     id="12.7",
-    title="The tile a roofline search picks",
-    reference=_best_tile_area,
-    unit="",
+    title="Waves decide between two tiles of a 512 × 14336 × 4096 matmul",
+    reference=_tile_time_ratio,
     mistakes={
-        slip(_most_intense_tile_area(), _best_tile_area()):
-            "you took the tile with the highest intensity; the search ranks tiles by predicted time, "
-            "and here every tile is compute-bound, so how full the waves are decides",
+        slip(_tile_ratio_without_waves(), _tile_time_ratio()):
+            "you let the last wave cost only the tiles it holds; a partly filled wave takes a whole wave's "
+            "time, so round the waves up, and that is where the two tiles differ",
+        slip(_tile_of(64, 128).intensity / _tile_of(128, 256).intensity, _tile_time_ratio()):
+            "you compared the tiles' intensities; here every tile is compute-bound, so their time is their "
+            "arithmetic, counted in whole waves",
     },
 ))
 
 
 # 12.8 ------------------------------------------------------------------------
 
-_12_8 = dict(D=8192, F=28672)
+_12_8 = dict(D=4096, F=65536)  # the book's bf16[D_X, F]
 _12_8_BYTES = _12_8["D"] * _12_8["F"] * bytes_per_value("bf16")
 _NODE = gpu_cluster(1, "h100")
 
 register(Exercise(
     id="12.8",
-    title="AllGather of an MLP weight inside an 8-GPU H100 node",
+    title="AllGather of a bf16[4096, 65536] weight inside an 8-GPU H100 node",
     reference=lambda: explain(allgather_time_s, _12_8_BYTES, _NODE, group=8),
     unit="s",
     mistakes={
@@ -255,6 +296,7 @@ register(Exercise(
             "a factor of 2: NVLink's 450 GB/s per H100 is per direction (the bidirectional total is 900 GB/s); "
             "and a bf16 value takes 2 bytes",
     },
+    book=("Quiz 2 Q3",),
 ))
 
 
@@ -266,14 +308,14 @@ _12_9_BYTES = _12_9["params"] * bytes_per_value("bf16")
 
 
 def _allreduce_12_9() -> Derivation:
-    """Reference for 12.9: an AllReduce of the bf16 gradients over every GPU of the 16 nodes."""
-    return explain(allreduce_time_s, _12_9_BYTES, _12_9_CLUSTER, group=_12_9_CLUSTER.num_gpus)
+    """Reference for 12.9: an AllReduce of the bf16 gradients over every GPU of the 16 nodes, level by level."""
+    return explain(hierarchical_allreduce_time_s, _12_9_BYTES, _12_9_CLUSTER)
 
 
 def _allreduce_12_9_over_nvlink_only():
-    """What 12.9 would give with the NVLink term alone (the slip of using W_gpu across nodes)."""
-    N = _12_9_CLUSTER.num_gpus
-    return 2 * _12_9_BYTES * (N - 1) / N / _12_9_CLUSTER.nvlink_bytes_per_s_per_gpu
+    """What 12.9 gives with the NVLink level alone (the slip of forgetting the network)."""
+    node = explain(hierarchical_allreduce_time_s, _12_9_BYTES, _12_9_CLUSTER).steps[0]
+    return node.value
 
 
 register(Exercise(
@@ -282,16 +324,19 @@ register(Exercise(
     reference=_allreduce_12_9,
     unit="s",
     mistakes={
-        slip(allreduce_time_s(_12_9_BYTES, gpu_cluster(_12_9["nodes"], _variant("h100", egress=1 / 8)),
-                              group=_12_9_CLUSTER.num_gpus), _allreduce_12_9()):
+        slip(hierarchical_allreduce_time_s(_12_9_BYTES, gpu_cluster(_12_9["nodes"], _variant("h100", egress=1 / 8))),
+             _allreduce_12_9()):
             "a factor of 8: a node has eight 400 Gb/s InfiniBand NICs, 8 × 400 Gb/s = 400 GB/s of egress; "
             "one NIC alone gives 50 GB/s (bits versus bytes)",
-        slip(allgather_time_s(_12_9_BYTES, _12_9_CLUSTER, group=_12_9_CLUSTER.num_gpus), _allreduce_12_9()):
+        slip(hierarchical_allgather_time_s(_12_9_BYTES, _12_9_CLUSTER), _allreduce_12_9()):
             "a factor of 2: an AllReduce is a ReduceScatter followed by an AllGather, twice the bytes of either; "
             "and bf16 gradients take 2 bytes each",
         slip(_allreduce_12_9_over_nvlink_only(), _allreduce_12_9()):
-            "you used the NVLink bandwidth; across nodes every node's share leaves through its InfiniBand "
-            "egress (`scale_out_bytes_per_s_per_node`), which is slower and binds",
+            "you priced the NVLink level only; the ring between the 16 nodes runs at the same time through "
+            "each node's InfiniBand egress (`scale_out_bytes_per_s_per_node`), which is slower and binds",
+        slip(2 * _12_9_BYTES / chip("h100").scale_out_bytes_per_s_per_node, _allreduce_12_9()):
+            "2·V/W_node is the approximation for many nodes; a ring of M = 16 nodes moves (M − 1)/M of the "
+            "array, as inside a node",
     },
 ))
 
@@ -408,6 +453,7 @@ register(Exercise(
         slip(_dp_batches(_variant("b200", nvlink=2)), _dp_batches()):
             "a factor of 2: NVLink's 900 GB/s per B200 is per direction, not the bidirectional total",
     },
+    book=("Quiz 5 Q1",),
 ))
 
 
@@ -427,6 +473,7 @@ register(Exercise(
         slip(tensor_parallel_max_degree(_12_14_F, _NODE), tensor_parallel_max_degree(_12_14_F, gpu_cluster(1, "b200"))):
             "you used the H100's figures; take the B200's `bf16_flops_per_s` and `scale_up_bytes_per_s_per_gpu`",
     },
+    book=("Quiz 5 Q1",),
 ))
 
 
@@ -458,7 +505,7 @@ _12_16 = dict(stages=16, microbatches=64)
 
 register(Exercise(
     id="12.16",
-    title="Pipeline bubble with 16 stages and 64 microbatches",
+    title="Pipeline bubble with 16 stages and 64 microbatches (warm-up)",
     reference=lambda: explain(pipeline_bubble_fraction, **_12_16),
     mistakes={
         slip((_12_16["stages"] - 1) / _12_16["microbatches"], pipeline_bubble_fraction(**_12_16)):
@@ -497,5 +544,740 @@ register(Exercise(
              / (_12_17["gpus"] // 8 * chip("h100").scale_out_bytes_per_s_per_node), _nvl72_alltoall_speedup()):
             "you used the approximations V/(N·W_gpu) and V/(M·W_node); the exact costs carry the factors "
             "(N−1)/N² and (M−1)/M², which differ noticeably for M = 9 nodes",
+    },
+))
+
+
+# 12.18 -----------------------------------------------------------------------
+
+_12_18_CHIPS = ("h100", "b200", "tpu-v5p")
+
+
+def _vector_alu_counts() -> Derivation:
+    """Reference for 12.18: the fp32 vector ALUs of an H100, a B200 and a TPU v5p."""
+    parts = tuple(explain(vector_alus, name) for name in _12_18_CHIPS)
+    return Derivation("[H100, B200, TPU v5p]", "[ALUs(h100), ALUs(b200), ALUs(tpu-v5p)]", "",
+                      np.array([p.value for p in parts]), "ALUs", parts)
+
+
+def _alus_per_core(quadrants: float = 1.0, per_core: bool = False) -> np.ndarray:
+    """12.18's slips: one quadrant of 32 per SM (`quadrants` = 1/4), or one core's ALUs (`per_core`)."""
+    out = []
+    for name in _12_18_CHIPS:
+        spec = chip(name)
+        alus = spec.vector_alus_per_core * (quadrants if spec.family == "gpu" else 1)
+        out.append(alus if per_core else spec.cores * alus)
+    return np.array(out, dtype=float)
+
+
+register(Exercise(
+    id="12.18",
+    title="CUDA cores of an H100 and a B200, vector ALUs of a TPU v5p (warm-up)",
+    reference=_vector_alu_counts,
+    unit="ALUs",
+    mistakes={
+        slip(_alus_per_core(quadrants=1 / 4), _vector_alu_counts()):
+            "an SM has four quadrants (subpartitions), each with 32 fp32 CUDA cores: 128 per SM",
+        slip(_alus_per_core(per_core=True), _vector_alu_counts()):
+            "that is one SM's or one TensorCore's ALUs; multiply by the SMs (`cores`) of the chip",
+    },
+    book=("Quiz 1 Q1",),
+))
+
+
+# 12.19 -----------------------------------------------------------------------
+
+def _h100_vector_rates() -> Derivation:
+    """Reference for 12.19: an H100's fp32 vector rate at its base and boost clocks, one op per ALU per cycle."""
+    parts = tuple(explain(vector_flops_per_s, "h100", clock=c) for c in ("base", "boost"))
+    return Derivation("[base, boost]", "[C_vec at the base clock, C_vec at the boost clock]", "",
+                      np.array([p.value for p in parts]), "FLOP/s", parts)
+
+
+register(Exercise(
+    id="12.19",
+    title="An H100's vector FLOP/s at its base and boost clocks",
+    reference=_h100_vector_rates,
+    unit="FLOP/s",
+    mistakes={
+        slip([vector_flops_per_s("h100", clock=c, flops_per_cycle=2) for c in ("base", "boost")],
+             _h100_vector_rates()):
+            "you counted a fused multiply-add as 2 FLOPs, as NVIDIA's data sheet does; the question "
+            "credits each ALU with one operation per cycle",
+        slip([vector_flops_per_s("h100", clock=c) / 4 for c in ("base", "boost")], _h100_vector_rates()):
+            "an SM has four quadrants of 32 CUDA cores, 128 per SM",
+    },
+    book=("Quiz 1 Q2",),
+))
+
+
+# 12.20 -----------------------------------------------------------------------
+
+_12_20_VECTOR_FLOPS = 80e12  # NVIDIA's fp32 vector rate for a B200 (Blackwell architecture brief), FMA = 2 FLOPs
+
+register(Exercise(
+    id="12.20",
+    title="A B200's clock, from its vector FLOP/s",
+    reference=lambda: explain(vector_clock_hz, _12_20_VECTOR_FLOPS, "b200", flops_per_cycle=2),
+    unit="Hz",
+    mistakes={
+        slip(vector_clock_hz(_12_20_VECTOR_FLOPS, "b200", flops_per_cycle=1),
+             vector_clock_hz(_12_20_VECTOR_FLOPS, "b200")):
+            "a factor of 2: NVIDIA's 80 TFLOP/s counts each fused multiply-add as 2 FLOPs, so a CUDA core "
+            "is credited with 2 FLOPs per cycle",
+        slip(vector_clock_hz(_12_20_VECTOR_FLOPS, "h100"), vector_clock_hz(_12_20_VECTOR_FLOPS, "b200")):
+            "you counted an H100's 132 SMs; a B200 has 148",
+    },
+    book=("Quiz 1 Q6",),
+))
+
+
+# 12.21 -----------------------------------------------------------------------
+
+_12_21_N = 1024**3  # values per fp32 vector
+
+
+def _vector_add() -> Derivation:
+    return explain(vector_add_time_s, _12_21_N, "h100", dtype="f32")
+
+
+def _vector_add_part(symbol: str) -> float:
+    return next(s for s in _vector_add().steps if s.symbol == symbol).value
+
+
+register(Exercise(
+    id="12.21",
+    title="Adding two fp32 vectors of 2³⁰ values on an H100",
+    reference=_vector_add,
+    unit="s",
+    mistakes={
+        slip(_vector_add_part("T_comms") * 2 / 3, _vector_add()):
+            "you counted only the two vectors read; the sum is written back to HBM too: 3 · 4 bytes per value",
+        slip(_vector_add_part("T_math"), _vector_add()):
+            "that is the arithmetic time; at 1 FLOP per 12 bytes the add waits on HBM",
+    },
+    book=("Quiz 1 Q7",),
+))
+
+
+# 12.22 -----------------------------------------------------------------------
+
+_12_22 = dict(batches=(64, 512), D=4096, F=8192)
+
+
+def _b200_matmuls() -> Derivation:
+    """Reference for 12.22: roofline times of fp16[B, 4096] · fp16[4096, 8192] on a B200 for both batches."""
+    parts = tuple(explain(matmul_roofline, B, _12_22["D"], _12_22["F"], "b200", dtype="bf16")
+                  for B in _12_22["batches"])
+    d = Derivation("[B = 64, B = 512]", "[T_lower(64), T_lower(512)]", "", np.array([p.value for p in parts]), "s",
+                   parts, where=("T_lower: the roofline's bound, max(T_math, T_comms), as the lines above derive",))
+    return define(d, {"C": "a B200's dense fp16/bf16 tensor-core rate", "W": "its HBM bandwidth"})
+
+
+def _b200_matmul_part(symbol: str) -> np.ndarray:
+    return np.array([getattr(matmul_roofline(B, _12_22["D"], _12_22["F"], "b200"), symbol)
+                     for B in _12_22["batches"]], dtype=float)
+
+
+def _b200_roofline_terms():
+    r = [matmul_roofline(B, _12_22["D"], _12_22["F"], "b200") for B in _12_22["batches"]]
+    return np.array([x.t_math_s for x in r]), np.array([x.t_comms_s for x in r])
+
+
+_12_22_MATH, _12_22_COMMS = _b200_roofline_terms()
+
+register(Exercise(
+    id="12.22",
+    title="Two fp16 matmuls on a B200: memory- or compute-bound, and how long",
+    reference=_b200_matmuls,
+    unit="s",
+    mistakes={
+        slip([_12_22_MATH[0], _b200_matmul_part("t_lower_s")[1]], _b200_matmuls()):
+            "with 64 rows the matmul is far below the B200's critical intensity (about 288 FLOP/B): "
+            "it waits on HBM, so its time is bytes / W",
+        slip([_b200_matmul_part("t_lower_s")[0], _12_22_COMMS[1]], _b200_matmuls()):
+            "with 512 rows the matmul is above the critical intensity: the arithmetic, FLOPs / C, takes longer "
+            "than moving the bytes",
+    },
+    book=("Quiz 1 Q4",),
+))
+
+
+# 12.23 -----------------------------------------------------------------------
+
+_12_23 = dict(switches=4, ports=64, port_bytes_per_s=25e9)  # an H100 node's NVSwitches (NVLink 4, 25 GB/s a port)
+
+register(Exercise(
+    id="12.23",
+    title="Total bandwidth of an 8-GPU H100 node",
+    reference=lambda: explain(node_bandwidth_bytes_per_s, _12_23["switches"], _12_23["ports"],
+                              _12_23["port_bytes_per_s"], _NODE),
+    unit="B/s",
+    mistakes={
+        slip(_12_23["switches"] * _12_23["ports"] * _12_23["port_bytes_per_s"],
+             node_bandwidth_bytes_per_s(*_12_23.values(), _NODE)):
+            "that is what the four switches could carry; the eight GPUs can put only 450 GB/s each into them",
+        slip(2 * node_bandwidth_bytes_per_s(*_12_23.values(), _NODE),
+             node_bandwidth_bytes_per_s(*_12_23.values(), _NODE)):
+            "a factor of 2: count one direction, 450 GB/s per GPU (900 GB/s is both directions together)",
+    },
+    book=("Quiz 2 Q1",),
+))
+
+
+# 12.24 -----------------------------------------------------------------------
+
+register(Exercise(
+    id="12.24",
+    title="Bisection bandwidth of an 8-GPU H100 node, both directions",
+    reference=lambda: define(explain(_NODE.bisection_bytes_per_s), {"W_gpu": "a GPU's NVLink bandwidth, one way; "
+                                                                  "each GPU sends it across the cut"}),
+    unit="B/s",
+    mistakes={
+        slip(_NODE.bisection_bytes_per_s() / 2, _NODE.bisection_bytes_per_s()):
+            "that is one direction; bisection bandwidth counts the traffic crossing the cut both ways, "
+            "4 GPUs on each side sending 450 GB/s across",
+    },
+    book=("Quiz 2 Q2",),
+))
+
+
+# 12.25 -----------------------------------------------------------------------
+
+_SUPERPOD = gpu_cluster(128, "h100")  # the 1024-GPU DGX H100 SuperPOD
+
+
+def _superpod_levels() -> Derivation:
+    """Reference for 12.25: [one SU's leaf switches toward its nodes, all spine switches], bandwidth one way."""
+    leaf = explain(fat_tree_level_bytes_per_s, _SUPERPOD, level="leaf")
+    units = _SUPERPOD.num_scalable_units
+    per_su = Derivation("W_leaf per SU", "W_leaf / SUs", lambda: f"{q(leaf.value, 'B/s')} / {units}",
+                        leaf.value / units, "B/s", (leaf,), where=("SUs: scalable units of 32 nodes",))
+    spine = explain(fat_tree_level_bytes_per_s, _SUPERPOD, level="spine")
+    return Derivation("[leaf per SU, spine]", "[W_leaf per SU, W_spine]", "",
+                      np.array([per_su.value, spine.value]), "B/s", (per_su, spine))
+
+
+register(Exercise(
+    id="12.25",
+    title="Leaf and spine bandwidth of the 1024-GPU H100 SuperPOD",
+    reference=_superpod_levels,
+    unit="B/s",
+    mistakes={
+        (2.0, 2.0):
+            "a leaf switch gives only half its 64 ports to the nodes (and a spine's share to the leaves): the "
+            "other half goes up; count 32 ports per leaf",
+    },
+    book=("Quiz 3 Q1",),
+))
+
+
+# 12.26 -----------------------------------------------------------------------
+
+_12_26_BYTES = 1024 * 16384 * bytes_per_value("bf16")  # bf16[B_X, F], B = 1024, F = 16384
+
+register(Exercise(
+    id="12.26",
+    title="AllGather of bf16[1024, 16384] inside an H100 node (warm-up)",
+    reference=lambda: explain(hierarchical_allgather_time_s, _12_26_BYTES, _NODE),
+    unit="s",
+    mistakes={
+        slip(_12_26_BYTES / _NODE.nvlink_bytes_per_s_per_gpu, hierarchical_allgather_time_s(_12_26_BYTES, _NODE)):
+            "V / W_gpu is the approximation; each GPU already holds its own eighth and receives (N − 1)/N of V",
+    },
+    book=("Pop quiz 1",),
+))
+
+
+# 12.27 -----------------------------------------------------------------------
+
+_12_27 = dict(B=4096, slots=8, D=4096, k=4)  # bf16[B_X, slots, D]: a row of D for each of the 8 GPUs
+_12_27_BYTES = _12_27["B"] * _12_27["slots"] * _12_27["D"] * bytes_per_value("bf16")
+
+
+def _dense_and_ragged() -> Derivation:
+    """Reference for 12.27: the dense AllToAll inside a node, and with only k of its 8 slots filled."""
+    dense = explain(alltoall_time_s, _12_27_BYTES, _NODE, latency_s=0)
+    ragged = explain(ragged_alltoall_time_s, _12_27_BYTES, _12_27["k"], _NODE)
+    return Derivation("[dense, top-4]", "[T_AllToAll(dense), T_AllToAll(top-4)]", "",
+                      np.array([dense.value, ragged.value]), "s", (dense, ragged))
+
+
+register(Exercise(
+    id="12.27",
+    title="An AllToAll inside a node, dense and with half its entries empty",
+    reference=_dense_and_ragged,
+    unit="s",
+    mistakes={
+        (8 / 7, 8 / 7):
+            "V / (N·W) is the approximation; each GPU keeps the 1/N of its share that stays home: V·(N − 1)/(N²·W)",
+        (1.0, 2.0):
+            "with only 4 of the 8 slots holding data, each GPU sends half the bytes: only the non-empty "
+            "entries travel",
+    },
+    book=("Pop quiz 2",),
+))
+
+
+# 12.28 -----------------------------------------------------------------------
+
+_SU = gpu_cluster(32, "h100")  # one scalable unit: 32 H100 nodes, 256 GPUs
+
+
+def _two_axis_allgather(D, F, Y):
+    """Reference for 12.28: AllGather_X(bf16[D_X, F_Y]) over one H100 SU, Y the inner axis."""
+    return hierarchical_allgather_time_s(2 * D * F, _SU, inner=Y)
+
+
+register(Exercise(
+    id="12.28",
+    title="AllGather of an array sharded along two axes in one scalable unit, as a function",
+    reference=lambda: _two_axis_allgather,
+    unit="s",
+    kind="function",
+    cases=(
+        dict(D=8192, F=32768, Y=1),
+        dict(D=8192, F=32768, Y=4),
+        dict(D=8192, F=32768, Y=8),
+        dict(D=4096, F=16384, Y=16),
+        dict(D=8192, F=32768, Y=64),
+        dict(D=8192, F=28672, Y=128),
+    ),
+    formula="T = 2DF · max over levels (D_l − 1)/(D_l · max(Y, S_l) · w_l): for Y ≤ 8 the leaf binds, "
+            "2DF · 31/(32 · 400 GB/s) whatever Y; for Y > 8 each of the X = 256/Y GPUs of a ring sits in its own "
+            "node, 2DF · (X − 1)/(X · Y · 50 GB/s)",
+    book=("Pop quiz 3",),
+))
+
+
+# 12.29 -----------------------------------------------------------------------
+
+def _gpus_per_node(N: int, nodes: int):
+    """`nodes` H100-like nodes of N GPUs each (N = 72: the GB200 NVL72 rack), for 12.29 and 12.30."""
+    spec = chip("gb200-nvl72") if N == 72 else chip("h100") if N == 8 else chip("h100").derive(
+        f"h100-node-of-{N}", scale_up_domain=N)
+    return gpu_cluster(nodes, spec)
+
+
+def _su_allgather_switch_bytes(B, M, N):
+    """Reference for 12.29: [node switch in, node switch out, leaf in, leaf out] for an AllGather of B bytes."""
+    cluster = _gpus_per_node(N, M)
+    return np.array([switch_bytes(B, cluster, switch=s, direction=d)
+                     for s in ("node", "leaf") for d in ("ingress", "egress")])
+
+
+register(Exercise(
+    id="12.29",
+    title="Bytes through the node and leaf switches of an AllGather in one scalable unit, as a function",
+    reference=lambda: _su_allgather_switch_bytes,
+    unit="B",
+    kind="function",
+    cases=(
+        dict(B=1e9, M=32, N=8),
+        dict(B=2e6, M=4, N=8),
+        dict(B=5e8, M=2, N=16),
+        dict(B=3e9, M=8, N=72),
+        dict(B=1e9, M=16, N=8),
+    ),
+    formula="node switch: in N·B/(MN) + B(M − 1)/M = B, out B/M + N·(B − B/(MN)) = N·B; "
+            "leaf: in M · B/M = B, out M · B(M − 1)/M = B(M − 1)",
+    book=("Quiz 4 Q1",),
+))
+
+
+# 12.30 -----------------------------------------------------------------------
+
+def _sharp_switch_bytes(B, N):
+    """Reference for 12.30: [ingress, egress] of a node's switches during a SHARP AllReduce of B bytes."""
+    node = _gpus_per_node(N, 1)
+    return np.array([switch_bytes(B, node, collective="allreduce", sharp=True, direction=d)
+                     for d in ("ingress", "egress")])
+
+
+register(Exercise(
+    id="12.30",
+    title="Bytes through a node's switches in an AllReduce reduced in the switches (SHARP), as a function",
+    reference=lambda: _sharp_switch_bytes,
+    unit="B",
+    kind="function",
+    cases=(
+        dict(B=1e9, N=8),
+        dict(B=4e6, N=2),
+        dict(B=2e9, N=72),
+        dict(B=5e8, N=16),
+    ),
+    formula="in: N · B(N − 1)/N (each GPU's partial sums) + N · B/N (the reduced slices, sent back once more) "
+            "= B·N; out: N · B/N (each GPU's slice) + N · B(N − 1)/N (the multicast) = B·N",
+    book=("Quiz 4 Q2",),
+))
+
+
+# 12.31 -----------------------------------------------------------------------
+
+_12_31 = dict(D=8192, F=28672)
+_12_31_BYTES = 2 * _12_31["D"] * _12_31["F"]
+_TWO_NODES = gpu_cluster(2, "h100")
+
+
+def _sharp_two_axes() -> Derivation:
+    """Reference for 12.31: SHARP AllReduce_X(bf16[D, F_Y]) in one node (Y = 2) and over two nodes (Y = 8)."""
+    one = explain(hierarchical_allreduce_time_s, _12_31_BYTES, _NODE, inner=2, sharp=True)
+    two = explain(hierarchical_allreduce_time_s, _12_31_BYTES, _TWO_NODES, inner=8, sharp=True)
+    return Derivation("[one node, two nodes]", "[T_AllReduce(inner 2, one node), T_AllReduce(inner 8, two nodes)]", "",
+                      np.array([one.value, two.value]), "s", (one, two))
+
+
+register(Exercise(
+    id="12.31",
+    title="A SHARP AllReduce of an array sharded along a second axis: inside a node and across two",
+    reference=_sharp_two_axes,
+    unit="s",
+    mistakes={
+        (1.0, 1 / 8):
+            "across nodes the node's switches cannot keep the Y shards apart inside the node: all of the "
+            "node's bytes leave through its egress, not 1/Y of them",
+        (1.5, 1.0):
+            "that is the ring without SHARP, 2·(X − 1)/X passes; with in-switch reduction each GPU sends and "
+            "receives its V/Y exactly once",
+    },
+    book=("Quiz 4 Q3",),
+))
+
+
+# 12.32 -----------------------------------------------------------------------
+
+def _spine_sharp() -> Derivation:
+    """Reference for 12.32: SHARP AllReduce_X(bf16[D, F_Y]) with Y = 256 over the 1024-GPU SuperPOD."""
+    return explain(hierarchical_allreduce_time_s, _12_31_BYTES, _SUPERPOD, inner=256, sharp=True)
+
+
+register(Exercise(
+    id="12.32",
+    title="A SHARP AllReduce reduced at the spine of the SuperPOD",
+    reference=_spine_sharp,
+    unit="s",
+    mistakes={
+        slip(_12_31_BYTES / _SUPERPOD.node_egress_bytes_per_s, _spine_sharp()):
+            "with Y = 256 each reduction joins one GPU per scalable unit: a unit's 256 GPUs all send their "
+            "shards at once, 256 × 50 GB/s = 12.8 TB/s, not one node's 400 GB/s",
+        slip(_12_31_BYTES / fat_tree_level_bytes_per_s(_SUPERPOD, level="spine"), _spine_sharp()):
+            "the spine's 51.2 TB/s is shared by the 4 scalable units; each sends its bytes through its own "
+            "12.8 TB/s",
+    },
+    book=("Quiz 4 Q4",),
+))
+
+
+# 12.33 -----------------------------------------------------------------------
+
+_12_33_BYTES = 1e9
+
+register(Exercise(
+    id="12.33",
+    title="AllGather over exactly two H100 nodes, precisely",
+    reference=lambda: explain(hierarchical_allgather_time_s, _12_33_BYTES, _TWO_NODES),
+    unit="s",
+    mistakes={
+        slip(_12_33_BYTES * 15 / 16 / _TWO_NODES.nvlink_bytes_per_s_per_gpu,
+             hierarchical_allgather_time_s(_12_33_BYTES, _TWO_NODES)):
+            "you charged (N − 1)/N over all 16 GPUs on NVLink; each level is a ring of its own: 8 GPUs in a "
+            "node (7/8 of V over NVLink), 2 nodes above it (1/2 of V over the egress)",
+        slip(_12_33_BYTES / (2 * _TWO_NODES.node_egress_bytes_per_s),
+             hierarchical_allgather_time_s(_12_33_BYTES, _TWO_NODES)):
+            "that is the level between the two nodes; the NVLink level inside each node is slower here and binds",
+        slip(_12_33_BYTES / _TWO_NODES.node_egress_bytes_per_s, hierarchical_allgather_time_s(_12_33_BYTES, _TWO_NODES)):
+            "V / W_node is the approximation for many nodes; with M = 2 the nodes exchange only (M − 1)/M of V",
+    },
+    book=("Quiz 4 Q5",),
+))
+
+
+# 12.34 -----------------------------------------------------------------------
+
+_LLAMA_70B = dict(params=70e9, F=28672, tokens=15e12, gpus=4096, mfu=0.45, batch=4e6)
+
+
+def _training_state_gpus() -> Derivation:
+    """Reference for 12.34: the fewest 80 GB H100s that hold bf16 weights and fp32 Adam moments of LLaMA-3-70B."""
+    h100 = chip("h100")
+    w, m = bytes_per_value("bf16"), 2 * bytes_per_value("f32")
+    total = _LLAMA_70B["params"] * (w + m)
+    state = Derivation("state", "params · (w + m)", lambda: f"{q(_LLAMA_70B['params'])} · ({q(w)} + {q(m)})",
+                       total, "B", where=("w: bytes of a bf16 weight; m: bytes of Adam's two fp32 moments",))
+    return Derivation("GPUs", "⌈state / HBM⌉", lambda: f"⌈{q(total, 'B')} / {q(h100.hbm_bytes, 'B')}⌉",
+                      float(math.ceil(total / h100.hbm_bytes)), "GPUs", (state,),
+                      where=("HBM: one H100's memory",))
+
+
+def _state_gpus(bytes_per_param: float, round_up: bool = True) -> float:
+    gpus = _LLAMA_70B["params"] * bytes_per_param / chip("h100").hbm_bytes
+    return math.ceil(gpus) if round_up else gpus
+
+
+register(Exercise(
+    id="12.34",
+    title="The fewest H100s that hold LLaMA-3-70B's weights and Adam state",
+    reference=_training_state_gpus,
+    unit="GPUs",
+    mistakes={
+        slip(_state_gpus(2), _training_state_gpus()):
+            "you counted the bf16 weights only; Adam keeps two fp32 moments per parameter, 8 more bytes",
+        slip(_state_gpus(6), _training_state_gpus()):
+            "Adam keeps two fp32 moments per parameter (first and second), 8 bytes, not one",
+        slip(_state_gpus(10, round_up=False), _training_state_gpus()):
+            "round up: a fraction of a GPU is a whole GPU",
+    },
+    book=("Quiz 5 Q2",),
+))
+
+
+# 12.35 -----------------------------------------------------------------------
+
+def _training_time() -> Derivation:
+    """Reference for 12.35: 6·N·T FLOPs over 4096 H100s at 45% of their bf16 peak."""
+    flops_per_gpu = 6 * _LLAMA_70B["params"] * _LLAMA_70B["tokens"] / _LLAMA_70B["gpus"]
+    return define(explain(t_math_s, flops_per_gpu, "h100", efficiency=_LLAMA_70B["mfu"]),
+                  {"FLOPs": "6 · params · tokens / GPUs, each GPU's share of the training FLOPs",
+                   "C": "an H100's peak bf16 rate"})
+
+
+register(Exercise(
+    id="12.35",
+    title="How long LLaMA-3-70B trains on 4096 H100s at 45% MFU",
+    reference=_training_time,
+    unit="s",
+    mistakes={
+        slip(t_math_s(6 * _LLAMA_70B["params"] * _LLAMA_70B["tokens"] / _LLAMA_70B["gpus"], "h100"), _training_time()):
+            "that is at the full peak; at 45% MFU the GPUs do only 0.45 of it",
+        slip(t_math_s(2 * _LLAMA_70B["params"] * _LLAMA_70B["tokens"] / _LLAMA_70B["gpus"], "h100",
+                      efficiency=_LLAMA_70B["mfu"]), _training_time()):
+            "that counts the forward pass only; training does the forward and a backward pass twice as costly: "
+            "6 FLOPs per parameter per token",
+    },
+    book=("Quiz 5 Q2",),
+))
+
+
+# 12.36 -----------------------------------------------------------------------
+
+register(Exercise(
+    id="12.36",
+    title="The most tensor parallelism LLaMA-3-70B tolerates in an H100 node",
+    reference=lambda: replace(explain(tensor_parallel_max_degree, _LLAMA_70B["F"], _NODE), unit="GPUs"),
+    unit="GPUs",
+    mistakes={
+        slip(tensor_parallel_max_degree(_LLAMA_70B["F"], gpu_cluster(1, _variant("h100", nvlink=2))),
+             tensor_parallel_max_degree(_LLAMA_70B["F"], _NODE)):
+            "a factor of 2: use NVLink's one-way 450 GB/s per H100, not the 900 GB/s of both directions",
+    },
+    book=("Quiz 5 Q2",),
+))
+
+
+# 12.37 -----------------------------------------------------------------------
+
+_FOUR_K = gpu_cluster(_LLAMA_70B["gpus"] // 8, "h100")
+
+
+def _llama_thresholds() -> Derivation:
+    """Reference for 12.37: DP thresholds with 8-way TP (ZeRO-3 over the rest), and with 8-way TP x 8-way PP."""
+    parts = tuple(explain(hierarchical_data_parallel_critical_batch, _FOUR_K, inner=y) for y in (8, 64))
+    return Derivation("[8-way TP, 8-way TP × 8-way PP]", "[B_crit per GPU (8 per replica), B_crit per GPU (64 per replica)]",
+                      "",
+                      np.array([p.value for p in parts]), "tokens", parts)
+
+
+register(Exercise(
+    id="12.37",
+    title="Tokens per GPU LLaMA-3-70B's data parallelism needs, with and without pipelining",
+    reference=_llama_thresholds,
+    unit="tokens",
+    mistakes={
+        slip([data_parallel_critical_batch(_FOUR_K), data_parallel_critical_batch(_FOUR_K) / 8], _llama_thresholds()):
+            "those are C / W_node and C / (8 · W_node): each level's ring also has its (D − 1)/D, 31/32 under "
+            "a leaf and 3/4 for the 4 nodes a replica's pipeline leaves per scalable unit",
+        slip([hierarchical_data_parallel_critical_batch(_FOUR_K, inner=8)] * 2, _llama_thresholds()):
+            "the 8 pipeline stages put each replica on 8 nodes: every weight is spread over 64 GPUs' links, "
+            "8 times the bandwidth of the TP-only plan",
+    },
+    book=("Quiz 5 Q2",),
+))
+
+
+# 12.38 -----------------------------------------------------------------------
+
+_PLANS = ("TP + DP", "TP + ZeRO-3", "TP + PP + DP")
+
+
+def _llama_plan() -> str:
+    """Reference for 12.38: the first plan whose state fits and whose data parallelism is compute-bound."""
+    tokens_per_gpu = _LLAMA_70B["batch"] / _LLAMA_70B["gpus"]
+    state = _LLAMA_70B["params"] * (bytes_per_value("bf16") + 2 * bytes_per_value("f32"))
+    hbm = chip("h100").hbm_bytes
+    plans = {  # model-parallel GPUs per replica, and whether each GPU holds a replica's share or less
+        "TP + DP": (8, state / 8),
+        "TP + ZeRO-3": (8, state / _LLAMA_70B["gpus"]),
+        "TP + PP + DP": (64, state / 64),
+    }
+    for plan in _PLANS:
+        y, per_gpu = plans[plan]
+        if per_gpu <= hbm and tokens_per_gpu > hierarchical_data_parallel_critical_batch(_FOUR_K, inner=y):
+            return plan
+    raise AssertionError("12.38: no plan works")
+
+
+register(Exercise(
+    id="12.38",
+    title="Which plan trains LLaMA-3-70B on 4096 H100s compute-bound",
+    reference=_llama_plan,
+    kind="choice",
+    choices=_PLANS,
+    reason="8-way TP with plain DP needs 700 GB / 8 ≈ 88 GB per GPU, more than an H100 holds; ZeRO-3 fits but "
+           "its ~980 tokens per GPU are far below the ~2400 its collectives need; 8 pipeline stages spread each "
+           "weight over 64 GPUs' links, which brings the threshold down to about 230 tokens per GPU.",
+    book=("Quiz 5 Q2",),
+))
+
+
+# 12.39 -----------------------------------------------------------------------
+
+#: Megatron-LM's published runs (NVIDIA/Megatron-LM README, weak-scaling table): TP, PP, GPUs, sequences per batch.
+_MEGATRON = {"16B": dict(tp=4, pp=1, gpus=192, batch=192), "70B": dict(tp=8, pp=2, gpus=768, batch=384),
+             "314B": dict(tp=8, pp=8, gpus=3072, batch=1536)}
+_MEGATRON_SEQ = 4096
+
+
+def _megatron_margin(name: str, approximate: bool = False) -> Derivation:
+    run = _MEGATRON[name]
+    tokens = run["batch"] * _MEGATRON_SEQ / run["gpus"]
+    cluster = gpu_cluster(run["gpus"] // 8, "h100")
+    y = run["tp"] * run["pp"]
+    crit = explain(hierarchical_data_parallel_critical_batch, cluster, inner=y)
+    value = tokens / (crit.value if not approximate else data_parallel_critical_batch(cluster) * 8 / max(y, 8))
+    return Derivation(f"margin({name})", "(batch · T / GPUs) / B_crit",
+                      lambda: f"({run['batch']} · {_MEGATRON_SEQ} / {run['gpus']}) / {q(crit.value, 'tokens')}",
+                      value, "", (crit,), where=(f"T: tokens per sequence; model parallelism {run['tp']} TP × "
+                                                 f"{run['pp']} PP = {y} GPUs per replica",))
+
+
+def _megatron_margins() -> Derivation:
+    parts = tuple(_megatron_margin(name) for name in _MEGATRON)
+    return Derivation("[16B, 70B, 314B]", "[margin(16B), margin(70B), margin(314B)]", "",
+                      np.array([p.value for p in parts]), "", parts)
+
+
+register(Exercise(
+    id="12.39",
+    title="Megatron-LM's batches per GPU against what their data parallelism needs",
+    reference=_megatron_margins,
+    mistakes={
+        slip([_megatron_margin(n, approximate=True).value for n in _MEGATRON], _megatron_margins()):
+            "you used C / W_node divided by the nodes a replica spans; each level's ring also moves only "
+            "(D − 1)/D of the bytes, which lowers the thresholds a little",
+        slip([float(_megatron_margin(n).value) * hierarchical_data_parallel_critical_batch(
+                  gpu_cluster(_MEGATRON[n]["gpus"] // 8, "h100"), inner=_MEGATRON[n]["tp"] * _MEGATRON[n]["pp"])
+              / hierarchical_data_parallel_critical_batch(gpu_cluster(_MEGATRON[n]["gpus"] // 8, "h100"))
+              for n in _MEGATRON], _megatron_margins()):
+            "you left out the model parallelism: a replica spread over several nodes (TP × PP > 8) spreads "
+            "each weight's traffic over that many more links",
+    },
+    book=("Quiz 5 Q3",),
+))
+
+
+# 12.40 -----------------------------------------------------------------------
+
+_12_40 = dict(E=256, k=8)  # DeepSeek-V3's routed experts and experts per token
+_16_NODES = gpu_cluster(16, "h100")
+
+register(Exercise(
+    id="12.40",
+    title="Tokens per GPU that data parallelism of an MoE layer needs across H100 nodes",
+    reference=lambda: explain(moe_data_parallel_critical_batch, _12_40["E"], _12_40["k"], _16_NODES),
+    unit="tokens",
+    mistakes={
+        slip(data_parallel_critical_batch(_16_NODES), moe_data_parallel_critical_batch(**_12_40, topology=_16_NODES)):
+            "that is a dense layer's threshold; an MoE layer moves the gradients of all E experts while each "
+            "token uses only k of them: E/k times more",
+        slip(data_parallel_critical_batch(_16_NODES) * _12_40["k"] / _12_40["E"],
+             moe_data_parallel_critical_batch(**_12_40, topology=_16_NODES)):
+            "the factor is E/k (more weights to move than a token computes with), not k/E",
+    },
+))
+
+
+# 12.41 -----------------------------------------------------------------------
+
+_12_41 = dict(Z=64, k=8)  # DeepSeek-V3: 64-way expert parallelism over 8 nodes, 8 routed experts per token
+_8_NODES = gpu_cluster(8, "h100")
+
+register(Exercise(
+    id="12.41",
+    title="The narrowest expert that 64-way expert parallelism keeps compute-bound on H100s",
+    reference=lambda: explain(expert_parallel_critical_width, _12_41["Z"], _12_41["k"], _8_NODES),
+    mistakes={
+        slip(expert_parallel_critical_width(**_12_41, topology=_8_NODES) * chip("h100").scale_out_bytes_per_s_per_node
+             / chip("h100").scale_up_bytes_per_s_per_gpu, expert_parallel_critical_width(**_12_41, topology=_8_NODES)):
+            "you used NVLink's 450 GB/s; the tokens leaving a node go through its 400 GB/s of InfiniBand egress",
+        slip(8 * data_parallel_critical_batch(_8_NODES), expert_parallel_critical_width(**_12_41, topology=_8_NODES)):
+            "8 · C / W is the limit for Z much larger than k; here k = 8 = Z/8, so each token reaches every one "
+            "of the 8 nodes and 7 of them are remote: (C / W) · (Z − 8) / k",
+    },
+))
+
+
+# 12.42 -----------------------------------------------------------------------
+
+_12_42 = dict(B=16 * 4096, D=8192, stages=8, microbatches=16)  # one replica of LLaMA-3-70B over 8 nodes
+
+register(Exercise(
+    id="12.42",
+    title="Activation traffic of an 8-stage pipeline in one step",
+    reference=lambda: explain(pipeline_comms_time_s, *_12_42.values(), _8_NODES),
+    unit="s",
+    mistakes={
+        slip(pipeline_comms_time_s(*_12_42.values(), _8_NODES) / (_12_42["microbatches"] + _12_42["stages"] - 2),
+             pipeline_comms_time_s(*_12_42.values(), _8_NODES)):
+            "that is one hop; the step's critical path makes m + p − 2 of them, one microbatch each",
+        slip(pipeline_comms_time_s(*_12_42.values(), _8_NODES) * _12_42["microbatches"],
+             pipeline_comms_time_s(*_12_42.values(), _8_NODES)):
+            "each hop carries one microbatch, B/m tokens, not the whole batch",
+        slip(pipeline_comms_time_s(*_12_42.values(), _8_NODES) * chip("h100").scale_out_bytes_per_s_per_node
+             / chip("h100").scale_up_bytes_per_s_per_gpu, pipeline_comms_time_s(*_12_42.values(), _8_NODES)):
+            "the stages sit on different nodes: the activations cross InfiniBand, a node's 400 GB/s, not NVLink",
+    },
+))
+
+
+# 12.43 -----------------------------------------------------------------------
+
+def _scale_out_roofline(name: str) -> Derivation:
+    spec = chip(name)
+    cluster = gpu_cluster(2, spec)
+    C = explain(spec.peak_flops_per_s, dtype="bf16")
+    return Derivation(f"C / W_node({name})", "C / W_node",
+                      lambda: f"{q(C.value, 'FLOP/s')} / {q(cluster.node_egress_bytes_per_s, 'B/s')}",
+                      C.value / cluster.node_egress_bytes_per_s, "tokens",
+                      where=(f"C: the peak bf16 rate of one {name} GPU; W_node: the egress of one NVLink domain "
+                             f"({cluster.gpus_per_node} GPUs), one way",))
+
+
+def _gb200_gain() -> Derivation:
+    """Reference for 12.43: how many times lower the scale-out DP threshold of GB200 NVL72 is than an H100 node's."""
+    h100, gb200 = _scale_out_roofline("h100"), _scale_out_roofline("gb200-nvl72")
+    return Derivation("gain", "(C / W_node)(h100) / (C / W_node)(gb200-nvl72)",
+                      lambda: f"{q(h100.value, 'tokens')} / {q(gb200.value, 'tokens')}", h100.value / gb200.value, "",
+                      (h100, gb200))
+
+
+register(Exercise(
+    id="12.43",
+    title="How much GB200 NVL72 lowers the cross-node data-parallel roofline",
+    reference=_gb200_gain,
+    mistakes={
+        slip(chip("gb200-nvl72").scale_out_bytes_per_s_per_node / chip("h100").scale_out_bytes_per_s_per_node,
+             _gb200_gain()):
+            "that is the ratio of the egress alone; each Blackwell GPU also does more than twice an H100's "
+            "FLOPs, which it must hide behind that egress",
     },
 ))
