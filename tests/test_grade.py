@@ -509,6 +509,15 @@ def test_the_grader_prints_no_kernel_warnings_to_the_terminal(tmp_path):
 
 
 
+def test_make_bench_runs_a_notebook_without_kernel_warnings_on_the_terminal(tmp_path, capfd):
+    from scalelib.course.bench import notebook_time_s
+
+    path = write(tmp_path / "one.ipynb", "x = 1")
+    assert notebook_time_s(path) > 0
+    captured = capfd.readouterr()
+    assert "IPKernelApp" not in captured.err + captured.out and "TCP" not in captured.err
+
+
 def test_the_instructors_page_is_on_the_site_and_says_what_is_not_protected():
     import yaml
 

@@ -35,8 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     g = sub.add_parser(
-        "grade", help="grade submissions in sandboxed kernels and write a gradebook",
-        description="Run each notebook in a sandboxed kernel of its own (a temporary folder, a minimal "
+        "grade", help="grade submissions in isolated kernels and write a gradebook",
+        description="Run each notebook in a kernel of its own (a temporary folder, a minimal "
         "environment, limits on time, memory and output), re-check every answer in this process, and write "
         "a gradebook: gradebook.csv and gradebook.json (a row per learner, a column per exercise) and one "
         "feedback file per learner in DIR/feedback/. Stored outputs are never trusted; only what runs counts.",

@@ -35,6 +35,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -195,7 +196,7 @@ class Sandbox:
         """Keyword arguments for starting the kernel (environment, folder, where its output goes)."""
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in __exit__
         return {"env": self.env(), "cwd": str(self.home), "stdout": self._log, "stderr": self._log,
-                "stdin": __import__("subprocess").DEVNULL}
+                "stdin": subprocess.DEVNULL}
 
     def before_start(self) -> None:
         """Note the processes that exist before the kernel starts; adopt orphans from now on."""
