@@ -14,8 +14,9 @@ has along an axis (bidirectional per link with wraparound, one-way without):
 
 so once bandwidth-bound the time does not depend on the ring's length. On GPUs
 (ch. 12), inside a node V·(N−1)/(N·W_gpu) with W_gpu a GPU's NVLink bandwidth;
-across M nodes also V·(M−1)/(M·W_node), the node's egress (divided by the fat
-tree's oversubscription), and the larger of the two binds; AllToAll inside a
+across M nodes of n GPUs, level by level: V·(n−1)/(n·W_gpu) inside each node and
+V·(M−1)/(M·W_node) through the node's egress (divided by the fat tree's
+oversubscription), and the larger of the two binds; AllToAll inside a
 node V·(N−1)/(N²·W_gpu), about V / (8·W_gpu) for N = 8.
 """
 
@@ -73,12 +74,18 @@ def _gpu(name: str, nbytes, V, topo: GpuCluster, group, step_latency_s: float) -
         raise InvalidValueError(f"`group`: a group spanning nodes must be whole nodes of {per_node} GPUs, got {N}")
     W_gpu = topo.nvlink_bytes_per_s_per_gpu
     passes = 2 if name == "AllReduce" else 1
+    # Over NVLink a GPU exchanges only with the n GPUs of its own node (n = N inside one node);
+    # what crosses nodes goes through the node's NICs, the egress term below.
+    n = min(N, per_node)
+    n_text = "N" if N <= per_node else "n"
     if name == "AllToAll":
-        # Each GPU keeps 1/N of its V/N and sends the rest: V·(N−1)/N² through its NVLink.
-        nvlink_bytes, nvlink_text = V * (N - 1) / N**2, "V·(N−1)/(N²·W_gpu)"
+        # Each GPU sends V/N² to every other GPU: to the n − 1 of its node through NVLink.
+        nvlink_bytes, nvlink_text = V * (n - 1) / N**2, f"V·({n_text}−1)/(N²·W_gpu)"
     else:
-        # Every GPU receives (for AllGather) or sends (ReduceScatter) all but its own 1/N share.
-        nvlink_bytes, nvlink_text = passes * V * (N - 1) / N, f"{'2·' if passes == 2 else ''}V·(N−1)/(N·W_gpu)"
+        # Inside its node a GPU receives (AllGather) or sends (ReduceScatter) all but its node's own
+        # 1/n share of the array: a ring of n over NVLink (per level of a hierarchical collective).
+        nvlink_bytes, nvlink_text = (passes * V * (n - 1) / n,
+                                     f"{'2·' if passes == 2 else ''}V·({n_text}−1)/({n_text}·W_gpu)")
     terms, texts, subs = [nvlink_bytes / W_gpu], [nvlink_text], [(nvlink_bytes, W_gpu)]
     # A ring takes N − 1 steps per pass; an AllToAll sends to everyone at once through the switches.
     steps = 1 if name == "AllToAll" else passes * (N - 1)
@@ -95,7 +102,7 @@ def _gpu(name: str, nbytes, V, topo: GpuCluster, group, step_latency_s: float) -
         texts.append(node_text)
         subs.append((node_bytes, W_node))
         steps = 1 if name == "AllToAll" else passes * (M - 1 + per_node - 1)
-        where.append("M: nodes in the group; W_node: a node's egress through the spine, one way")
+        where.append("n: GPUs per node; M: nodes in the group; W_node: a node's egress through the spine, one way")
     latency = steps * step_latency_s
     value = plain(np.maximum(latency, np.maximum.reduce([np.asarray(t, dtype=float) for t in terms])))
     counts = f"N = {N}" + (f", M = {N // per_node} nodes" if N > per_node else "")
@@ -136,7 +143,7 @@ def allgather_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None)
 
     Formula:
         torus: max(T_hop · hops, V / ΣW) over the axes used;
-        GPUs: max(steps · T_step, V·(N−1)/(N·W_gpu), V·(M−1)/(M·W_node) across M nodes)
+        GPUs: max(steps · T_step, V·(n−1)/(n·W_gpu), V·(M−1)/(M·W_node)) with n GPUs in each of M nodes
 
     Args:
         nbytes: V, bytes of the whole (gathered) array (B), >= 0.

@@ -66,9 +66,13 @@ def test_gpu_collectives_across_nodes_are_bound_by_node_egress():
     assert sl.allgather_time_s(1e10, cluster) == pytest.approx(1e10 * 15 / 16 / 400e9)  # egress binds, not NVLink
     thin = sl.gpu_cluster(16, "h100", oversubscription=2)
     assert sl.allgather_time_s(1e10, thin) == pytest.approx(2 * sl.allgather_time_s(1e10, cluster))
-    # Two nodes: each GPU still takes in 15/16 of V over NVLink, more than half of V over the egress.
-    assert sl.allgather_time_s(1e10, cluster, group=16) == pytest.approx(1e10 * 15 / 16 / 450e9)
-    assert sl.allgather_time_s(1e10, cluster, group=8) < sl.allgather_time_s(1e10, cluster, group=16)
+    # Two nodes (book ch. 12, Quiz 4 Q5): a ring of 8 inside each node moves 7/8 of V over NVLink,
+    # V/514e9 s; a ring of 2 nodes moves half of V through each node's egress, V/800e9 s: NVLink binds,
+    # and the pair costs no more than one node.
+    assert sl.allgather_time_s(1e10, cluster, group=16) == pytest.approx(1e10 * 7 / 8 / 450e9)
+    assert sl.allgather_time_s(1e10, cluster, group=16) == sl.allgather_time_s(1e10, cluster, group=8)
+    # AllToAll across nodes: NVLink carries only what stays in the node, V·(n−1)/N².
+    assert "V·(n−1)/(N²·W_gpu)" in sl.explain(sl.alltoall_time_s, 1e10, cluster).formula
 
 
 def test_a_group_inside_one_node_uses_nvlink_only():

@@ -102,10 +102,11 @@ def test_over_exactly_two_nodes_the_node_level_binds():
     node, leaf = d.steps
     assert V / node.value == pytest.approx(514e9, rel=0.001) and V / leaf.value == pytest.approx(800e9)
     assert d.value == node.value
-    # while the whole-group form charges 15/16 on NVLink: 3.64 ms against 3.39 ms for the 405B MLP weight
+    # and the two-level form agrees: 7/8 of V over NVLink, 3.39 ms for the 405B MLP weight
     W = 16384 * 53248 * 2
     assert sl.hierarchical_allgather_time_s(W, sl.gpu_cluster(2, "h100")) == pytest.approx(3.39e-3, rel=0.005)
-    assert sl.allgather_time_s(W, sl.gpu_cluster(2, "h100")) == pytest.approx(3.64e-3, rel=0.005)
+    assert sl.allgather_time_s(W, sl.gpu_cluster(2, "h100"), latency_s=0) == pytest.approx(
+        sl.hierarchical_allgather_time_s(W, sl.gpu_cluster(2, "h100")))
 
 
 def test_inside_one_node_the_two_allgather_forms_agree():
