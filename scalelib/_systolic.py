@@ -212,7 +212,7 @@ def systolic_matmul(x, w, *, size=None):
         size: the array's side n (the MXU is 128 on most TPUs); default max(K, N), at most 256.
 
     Returns:
-        The product Y[M, N], a numpy array: int64 when `x` and `w` are both integer, float64 otherwise.
+        the product Y[M, N] as a numpy array (int64 when `x` and `w` are both integer, float64 otherwise).
 
     Chapter:
         2 (TPUs)

@@ -173,8 +173,10 @@ def drop_duplicate_scripts(
 
 
 def add_course_css(app: Sphinx, config: Config) -> None:
-    """Serve book/_static (course.css) and link course.css from every page."""
+    """Serve book/_static (course.css) and link course.css from every page; numpy's array type,
+    which the offline build cannot link to (no intersphinx), is not reported as a missing target."""
     config.html_static_path = [*config.html_static_path, str(BOOK_DIR / "_static")]
+    config.nitpick_ignore = {*map(tuple, config.nitpick_ignore), ("py:class", "numpy.ndarray")}
 
 
 SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
