@@ -395,7 +395,9 @@ def test_chapter_notebooks_get_a_colab_link_built_from_the_config(tmp_path):
 
 def test_solution_notebooks_get_no_colab_link(tmp_path):
     path = tmp_path / "ch99.ipynb"
-    nbformat.write(notebook(("md", "# Title"), ("code", SETUP)), path)
+    nb = notebook(("md", "# Title"), ("code", SETUP))
+    nb.cells[1].metadata["tags"] = ["hide-input"]  # as sync-setup leaves it: folded on the site
+    nbformat.write(nb, path)
     assert sync_setup_cells([path], check=True, config_path=config(tmp_path)) == []
 
 
@@ -432,3 +434,15 @@ def test_links_to_solution_pages_become_plain_text_in_the_site_without_solutions
     assert unlink_solutions("The [solutions](../solutions/ch01_x.ipynb#a) work it out.") == \
         "The solutions work it out."
 
+
+
+def test_the_setup_cell_is_folded_on_the_site():
+    import nbformat
+
+    from scalelib.course.authoring import HIDE_INPUT, course_notebooks
+
+    root = Path(__file__).resolve().parents[1]
+    for path in course_notebooks(root) + sorted((root / "exercises").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        assert "# Setup:" in first.source and HIDE_INPUT in first.metadata.get("tags", []), path.name

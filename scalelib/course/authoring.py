@@ -542,14 +542,27 @@ def with_setup_cell(nb, setup: str):
         replaced = _with_setup(source, setup)
         if replaced is not None:
             cell.source = replaced
+            _collapsed_on_the_site(cell)
             return nb, True
     cell = nbformat.v4.new_code_cell(setup)
+    _collapsed_on_the_site(cell)
     if nb.nbformat == 4 and nb.nbformat_minor >= 5:
         cell["id"] = _fresh_id(nb)  # a fixed id, so that syncing twice gives the same bytes
     else:
         cell.pop("id", None)
     nb.cells.insert(code[0] if code else len(nb.cells), cell)
     return nb, False
+
+
+#: Cell tag with which Jupyter Book shows a code cell folded, behind a "show code" toggle.
+HIDE_INPUT = "hide-input"
+
+
+def _collapsed_on_the_site(cell) -> None:
+    """Tag the setup cell so that the site folds it: a reader needs it only on Colab."""
+    tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+    if HIDE_INPUT not in tags:
+        tags.append(HIDE_INPUT)
 
 
 def course_notebooks(root=".") -> list[Path]:
