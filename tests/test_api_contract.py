@@ -128,6 +128,12 @@ CALLS = {
     "animate_systolic": (sl.animate_systolic, (TRACE,), {"interval_ms": 500, "frames_per_cycle": 2}),
     "systolic_animation_html": (sl.systolic_animation_html, (TRACE,), {"interval_ms": 500, "frames_per_cycle": 1,
                                                                        "dpi": 40}),
+    "simulated_mesh": (sl.simulated_mesh, ((1, 1),), {"axes": ("X", "Y")}),
+    "parse_collectives": (sl.parse_collectives, ("%ag = f32[8]{0} all-gather(f32[4]{0} %p), replica_groups={{0,1}}",),
+                          {"mesh": {"X": 2}}),
+    "compiled_collectives": (sl.compiled_collectives, (abs, 1.0), {"mesh": None}),
+    "sharded_matmul_collectives": (sl.sharded_matmul_collectives, ((None, "X"), ("X", None), ((8, 8), (8, 8)), (1, 1)),
+                                   {"dtype": "bf16", "out_spec": ("X", None)}),
     "check": (sl.check, ("1.1", 590), {}),
     "verdict": (sl.verdict, ("1.1", 590), {}),
     "exercises": (sl.exercises, (1,), {}),
@@ -135,7 +141,7 @@ CALLS = {
 
 #: Public names that are not called: constants, errors, and records scalelib makes and hands out.
 NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValueError",
-              "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "SystolicTrace"}
+              "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "SystolicTrace", "Collective"}
 #: Parameters that may take a default and still be positional: the subject of a listing or a plot.
 POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "chapter"), ("plot_roofline", "chips"),
                        ("plot_spec_comparison", "chips"), ("fmt", "unit"), ("gpu_cluster", None)}
@@ -145,10 +151,12 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "GpuCluster", "TpuSlice.route", "TpuSlice.axes", "TpuSlice.axis_bytes_per_s", "TpuSlice.summary",
                "GpuCluster.summary", "measure_machine", "plot_roofline", "draw_torus", "draw_gpu_node",
                "draw_fat_tree", "draw_chip", "plot_spec_comparison", "check", "verdict", "exercises",
-               "systolic_matmul", "systolic_trace", "animate_systolic", "systolic_animation_html"}
+               "systolic_matmul", "systolic_trace", "animate_systolic", "systolic_animation_html",
+               "simulated_mesh", "parse_collectives", "compiled_collectives", "sharded_matmul_collectives"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
         "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
-        "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html"}
+        "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",
+        "simulated_mesh", "compiled_collectives", "sharded_matmul_collectives"}
 
 
 @pytest.fixture(autouse=True)
