@@ -29,14 +29,6 @@ PER = ("chip", "core")
 CLOCKS = {"boost": "clock_ghz_boost", "base": "clock_ghz_base"}
 
 
-def _figure(spec, field_name: str, purpose: str):
-    value = getattr(spec, field_name)
-    if value is None:
-        raise InvalidValueError(f"{purpose} needs `{field_name}`, and chip {spec.name!r} has none; "
-                                f"give it one with chip({spec.name!r}).derive('new-name', {field_name}=...)")
-    return value
-
-
 @derivable
 def vector_flops_per_s(chip, *, per="chip", flops_per_cycle=1, clock="boost"):
     """Peak rate of a chip's vector units (a TPU's VPUs, a GPU's CUDA cores): ALUs × clock.
@@ -74,9 +66,9 @@ def vector_flops_per_s(chip, *, per="chip", flops_per_cycle=1, clock="boost"):
     if np.ndim(k):
         raise InvalidValueError(f"`flops_per_cycle` must be a single number, got {shown(flops_per_cycle)}")
     what = f"the vector rate of {spec.name}"
-    alus = _figure(spec, "vector_alus_per_core", what)
-    ghz = _figure(spec, CLOCKS[clock], what)
-    n = 1 if per == "core" else _figure(spec, "cores", what)
+    alus = spec._require("vector_alus_per_core", what)
+    ghz = spec._require(CLOCKS[clock], what)
+    n = 1 if per == "core" else spec._require("cores", what)
     value = n * alus * ghz * 1e9 * k
     core = "TensorCore" if spec.family == "tpu" else "SM" if spec.family == "gpu" else "core"
     where = (f"ALUs: vector ALUs per {core}; f: the {clock} clock; k: FLOPs credited to an ALU per cycle",)
