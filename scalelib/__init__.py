@@ -40,7 +40,13 @@ from ._gpu import (
     vector_alus,
     vector_clock_hz,
 )
-from ._jax_bridge import Collective, compiled_collectives, parse_collectives, sharded_matmul_collectives, simulated_mesh
+from ._jax_bridge import (
+    CompiledCollective,
+    compiled_collectives,
+    parse_collectives,
+    sharded_matmul_collectives,
+    simulated_mesh,
+)
 from ._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
 from ._plot import plot_roofline
 from ._probe import measure_copy_time_s, measure_machine, measure_matmul_time_s
@@ -95,7 +101,7 @@ __all__ = [
     "allgather_time_s", "allreduce_time_s", "alltoall_time_s", "reducescatter_time_s",
     "torus_max_hops", "torus_mean_hops",
     # JAX on simulated devices: the collectives XLA compiles (chapters 3, 10)
-    "Collective", "compiled_collectives", "parse_collectives", "sharded_matmul_collectives", "simulated_mesh",
+    "CompiledCollective", "compiled_collectives", "parse_collectives", "sharded_matmul_collectives", "simulated_mesh",
     # parallelism rooflines (chapters 5, 12)
     "data_parallel_critical_batch", "pipeline_bubble_fraction", "tensor_parallel_max_degree",
     # GPUs: CUDA cores, a node's switches, collectives level by level, rooflines of EP, PP and MoE (chapter 12)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._errors import InvalidValueError
+from ._units import fmt
 from ._validate import counts, shown
 
 #: The collectives read from HLO, as HLO names them.
@@ -39,7 +40,7 @@ _SETUP = 'import jax; jax.config.update("jax_num_cpu_devices", 8)'
 
 
 @dataclass(frozen=True)
-class Collective:
+class CompiledCollective:
     """One collective in compiled HLO: its kind, the mesh axes it runs over, and the bytes it moves per device.
 
     ``shape`` and ``dtype`` describe the buffer whose bytes are counted (the
@@ -60,6 +61,18 @@ class Collective:
     operand: str = field(default="", repr=False)
     result: str = field(default="", repr=False)
     name: str = field(default="", repr=False)
+
+    def __str__(self) -> str:
+        """``all-gather over X of f32[64,128]: 32.8 kB per device``."""
+        over = "?" if self.axes is None else "".join(self.axes) if self.axes else "no axis"
+        dims = lambda shape: f"{self.dtype}[{','.join(map(str, shape))}]"
+        if all(isinstance(d, int) for d in self.shape):
+            what = dims(self.shape)
+        elif len(set(self.shape)) == 1:  # a tuple of equal pieces
+            what = f"{len(self.shape)} x {dims(self.shape[0])}"
+        else:
+            what = "(" + ", ".join(map(dims, self.shape)) + ")"
+        return f"{self.kind} over {over} of {what}: {fmt(self.nbytes, 'B')} per device"
 
 
 # --- meshes ----------------------------------------------------------------------------
@@ -93,6 +106,16 @@ def _axis_names(arg: str, axes, ndim: int) -> tuple[str, ...]:
     return tuple(axes)
 
 
+def _jax_started() -> bool:
+    """Whether JAX has started its backends (after which its device count is fixed); True if unknown."""
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):
+        return True
+
+
 def simulated_mesh(shape, *, axes=None):
     """A JAX mesh of `shape` devices (simulated CPU devices on a laptop), axes named as scalelib names them.
 
@@ -124,9 +147,8 @@ def simulated_mesh(shape, *, axes=None):
         names = _axis_names("axes", axes, len(sizes))
     needed = math.prod(sizes)
     import jax
-    from jax._src import xla_bridge
 
-    if not xla_bridge.backends_are_initialized() and jax.config.jax_num_cpu_devices < max(needed, 8):
+    if not _jax_started() and jax.config.jax_num_cpu_devices < max(needed, 8):
         jax.config.update("jax_num_cpu_devices", max(needed, 8))
     have = jax.device_count()
     if have < needed:
@@ -342,7 +364,7 @@ def parse_collectives(hlo_text, *, mesh=None):
             collective runs over; None leaves ``axes`` None.
 
     Returns:
-        a list of :class:`Collective` in the order of the text, bytes per device (B).
+        a list of :class:`CompiledCollective` in the order of the text, bytes per device (B).
 
     Chapter:
         3 (Sharded matrices), 10 (Programming with JAX)
@@ -351,7 +373,9 @@ def parse_collectives(hlo_text, *, mesh=None):
         >>> hlo = ("%ag = f32[64,128]{1,0} all-gather(f32[32,128]{1,0} %p), "
         ...        "replica_groups=[4,2]<=[2,4]T(1,0), dimensions={0}")
         >>> parse_collectives(hlo, mesh={"X": 2, "Y": 4})
-        [Collective(kind='all-gather', axes=('X',), shape=(64, 128), dtype='f32', nbytes=32768)]
+        [CompiledCollective(kind='all-gather', axes=('X',), shape=(64, 128), dtype='f32', nbytes=32768)]
+        >>> print(parse_collectives(hlo, mesh={"X": 2, "Y": 4})[0])
+        all-gather over X of f32[64,128]: 32.8 kB per device
     """
     if not isinstance(hlo_text, str):
         raise InvalidValueError(f"`hlo_text` must be the text of an HLO module (a str), got {shown(hlo_text)}")
@@ -390,7 +414,7 @@ def parse_collectives(hlo_text, *, mesh=None):
             axes = _axes_of_groups(groups, names, sizes)
         shape = counted[0][1] if len(counted) == 1 else tuple(dims for _, dims in counted)
         dtype = ",".join(dict.fromkeys(dt for dt, _ in counted))
-        found.append(Collective(kind, axes, shape, dtype, _nbytes(counted), groups,
+        found.append(CompiledCollective(kind, axes, shape, dtype, _nbytes(counted), groups,
                                 _written(operands), _written(result), name))
     return found
 
@@ -423,7 +447,7 @@ def compiled_collectives(fn, *args, mesh=None):
         mesh: the mesh the arguments lie on, if they do not carry one.
 
     Returns:
-        a list of :class:`Collective`, bytes per device (B).
+        a list of :class:`CompiledCollective`, bytes per device (B).
 
     Chapter:
         3 (Sharded matrices), 10 (Programming with JAX)
@@ -438,7 +462,7 @@ def compiled_collectives(fn, *args, mesh=None):
         >>> x = jax.ShapeDtypeStruct((64, 128), jnp.float32,
         ...                          sharding=NamedSharding(m, P(None, "X")))  # doctest: +SKIP
         >>> compiled_collectives(lambda x: x.sum(axis=1), x)  # doctest: +SKIP
-        [Collective(kind='all-reduce', axes=('X',), shape=(64,), dtype='f32', nbytes=256)]
+        [CompiledCollective(kind='all-reduce', axes=('X',), shape=(64,), dtype='f32', nbytes=256)]
     """
     if not callable(fn):
         raise InvalidValueError(f"`fn` must be a function of JAX arrays, got {shown(fn)}")
@@ -453,6 +477,8 @@ def compiled_collectives(fn, *args, mesh=None):
 
 
 def _spec(arg: str, spec, ndim: int, names):
+    if callable(getattr(spec, "partition_spec", None)):  # a sharding object that can write itself as one
+        spec = spec.partition_spec()
     if not isinstance(spec, (tuple, list)) or len(spec) != ndim:
         raise InvalidValueError(f"`{arg}` must give one entry per dimension ({ndim}), each None, an axis "
                                 f"name or a tuple of names, e.g. ('X', None), got {shown(spec)}")
@@ -485,7 +511,8 @@ def sharded_matmul_collectives(a_spec, b_spec, shapes, mesh, *, dtype="bf16", ou
     Bytes per device are counted as :func:`parse_collectives` counts them.
 
     Args:
-        a_spec, b_spec: the shardings of A [I, J] and B [J, K].
+        a_spec, b_spec: the shardings of A [I, J] and B [J, K]: PartitionSpec
+            entries, or objects with a ``partition_spec()`` method.
         shapes: ((I, J), (J, K)), the global shapes.
         mesh: a JAX mesh, a dict such as ``{"X": 2, "Y": 4}`` or a tuple of sizes
             (a simulated mesh of that shape is made).
@@ -493,7 +520,7 @@ def sharded_matmul_collectives(a_spec, b_spec, shapes, mesh, *, dtype="bf16", ou
         out_spec: the sharding of the result, or None to let XLA choose.
 
     Returns:
-        a list of :class:`Collective`, bytes per device (B).
+        a list of :class:`CompiledCollective`, bytes per device (B).
 
     Chapter:
         3 (Sharded matrices), 10 (Programming with JAX)
@@ -503,7 +530,7 @@ def sharded_matmul_collectives(a_spec, b_spec, shapes, mesh, *, dtype="bf16", ou
         []
         >>> sharded_matmul_collectives((None, "X"), ("X", None), ((64, 128), (128, 256)),
         ...                            {"X": 2, "Y": 4})  # doctest: +SKIP
-        [Collective(kind='all-reduce', axes=('X',), shape=(64, 256), dtype='f32', nbytes=65536)]
+        [CompiledCollective(kind='all-reduce', axes=('X',), shape=(64, 256), dtype='f32', nbytes=65536)]
     """
     if not isinstance(shapes, (tuple, list)) or len(shapes) != 2:
         raise InvalidValueError(f"`shapes` must be ((I, J), (J, K)), got {shown(shapes)}")
@@ -534,5 +561,10 @@ def sharded_matmul_collectives(a_spec, b_spec, shapes, mesh, *, dtype="bf16", ou
     a = jax.ShapeDtypeStruct(a_shape, jdtype, sharding=NamedSharding(mesh, PartitionSpec(*specs[0])))
     b = jax.ShapeDtypeStruct(b_shape, jdtype, sharding=NamedSharding(mesh, PartitionSpec(*specs[1])))
     kw = {} if out_spec is None else {"out_shardings": NamedSharding(mesh, PartitionSpec(*specs[2]))}
-    text = jax.jit(jnp.matmul, **kw).lower(a, b).compile().as_text()
+    try:
+        text = jax.jit(jnp.matmul, **kw).lower(a, b).compile().as_text()
+    except Exception as err:  # e.g. a mesh with explicit axes that leave the result's sharding ambiguous
+        raise InvalidValueError(f"`mesh`: jax.jit could not compile A @ B on this mesh "
+                                f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+                                f"a mesh with automatic axes, such as simulated_mesh's, lets XLA choose") from None
     return parse_collectives(text, mesh=mesh)

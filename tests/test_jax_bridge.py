@@ -21,6 +21,7 @@ from scalelib._jax_bridge import parse_collectives
 SHAPES = ((64, 128), (128, 256))  # A [I, J], B [J, K], bf16 operands
 A_BYTES, B_BYTES, C_BYTES = 64 * 128 * 4, 128 * 256 * 4, 64 * 256 * 4  # f32: CPU XLA computes bf16 in f32
 M24, M42 = {"X": 2, "Y": 4}, {"X": 4, "Y": 2}
+M42_YX = {"Y": 4, "X": 2}  # the same devices, Y the major axis
 
 # (id, mesh, a_spec, b_spec, out_spec, expected [(kind, axes, bytes per device)], what differs from a TPU)
 MATMULS = [
@@ -36,6 +37,9 @@ MATMULS = [
     ("J_Y-4x2", M42, (None, "Y"), (None, None), None, [("all-gather", ("Y",), A_BYTES)], "f32 bytes"),
     ("J_XY-2x4", M24, (None, ("X", "Y")), (None, None), None, [("all-gather", ("X", "Y"), A_BYTES)], "f32 bytes"),
     ("J_YX-2x4", M24, (None, ("Y", "X")), (None, None), None, [("all-gather", ("Y", "X"), A_BYTES)], "f32 bytes"),
+    ("J_X-Y4X2", M42_YX, (None, "X"), (None, None), None, [("all-gather", ("X",), A_BYTES)], "f32 bytes"),
+    ("J_YX-Y4X2", M42_YX, (None, ("Y", "X")), (None, None), None, [("all-gather", ("Y", "X"), A_BYTES)],
+     "f32 bytes"),
     # case 3: both sharded on the contracting dimension along the same axis: AllReduce the partial sums
     ("JX.JX-2x4", M24, (None, "X"), ("X", None), None, [("all-reduce", ("X",), C_BYTES)], "f32 bytes"),
     ("JY.JY-2x4", M24, (None, "Y"), ("Y", None), None, [("all-reduce", ("Y",), C_BYTES)], "f32 bytes"),
@@ -43,6 +47,7 @@ MATMULS = [
     ("JY.JY-4x2", M42, (None, "Y"), ("Y", None), None, [("all-reduce", ("Y",), C_BYTES)], "f32 bytes"),
     ("JXY.JXY-2x4", M24, (None, ("X", "Y")), (("X", "Y"), None), None, [("all-reduce", ("X", "Y"), C_BYTES)],
      "f32 bytes"),
+    ("JX.JX-Y4X2", M42_YX, (None, "X"), ("X", None), None, [("all-reduce", ("X",), C_BYTES)], "f32 bytes"),
     # ... into a result sharded along that axis: a TPU ReduceScatters; CPU XLA AllReduces and slices
     ("JX.JX->I_X-4x2", M42, (None, "X"), ("X", None), ("X", None), [("all-reduce", ("X",), C_BYTES)],
      "all-reduce + dynamic-slice for a reduce-scatter; f32 bytes"),
@@ -60,6 +65,10 @@ MATMULS = [
     ("IX.KX-2x4", M24, ("X", None), (None, "X"), None,
      [("collective-permute", ("X", "Y"), A_BYTES // 4), ("all-gather", ("Y",), A_BYTES)],
      "reshards A onto Y (collective-permute), then all-gathers over Y; f32 bytes"),
+    ("IX.KX-Y4X2", M42_YX, ("X", None), (None, "X"), None,
+     [("collective-permute", ("Y", "X"), A_BYTES // 4), ("all-gather", ("Y",), A_BYTES)],
+     "reshards A onto Y (collective-permute), then all-gathers over Y; f32 bytes"),
+    ("IY.KY-Y4X2", M42_YX, ("Y", None), (None, "Y"), None, [("all-gather", ("Y",), A_BYTES)], "f32 bytes"),
 ]
 
 SCRIPT = textwrap.dedent("""
@@ -287,3 +296,12 @@ def test_bad_input_is_a_scalelib_error_that_names_the_argument(call, message):
     with pytest.raises(sl.InvalidValueError) as err:
         call()
     assert str(err.value) == message
+
+
+def test_a_collective_prints_as_a_line_of_the_chapters_table():
+    assert [str(c) for c in parse_collectives(CPU_SHARD_MAP, mesh=M24)] == [
+        "reduce-scatter over Y of f32[32,128]: 16.4 kB per device",
+        "all-to-all over Y of 4 x f32[8,32]: 4.1 kB per device",
+        "all-reduce over X of f32[32,32]: 4.1 kB per device"]
+    assert str(parse_collectives(CPU_ALL_GATHER_XY, mesh=M24)[0]) == (
+        "all-gather over YX of f32[64,128]: 32.8 kB per device")
