@@ -47,6 +47,7 @@ from ._jax_bridge import (
     sharded_matmul_collectives,
     simulated_mesh,
 )
+from ._matmul_plan import Collective, MatmulPlan, Reshard, plan_matmul, plan_reshard
 from ._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
 from ._plot import plot_roofline
 from ._probe import measure_copy_time_s, measure_machine, measure_matmul_time_s
@@ -64,6 +65,7 @@ from ._roofline import (
     t_comms_s,
     t_math_s,
 )
+from ._sharding import Sharding, draw_sharding, latency_bound_bytes, sharding
 from ._specs import DTYPES, ChipSpec, bytes_per_value, chip, chips, dtype_name, hw, load_chips, register_chip
 from ._systolic import (
     SystolicTrace,
@@ -100,6 +102,9 @@ __all__ = [
     "GpuCluster", "TpuSlice", "gpu_cluster", "tpu_pod", "tpu_slice",
     "allgather_time_s", "allreduce_time_s", "alltoall_time_s", "reducescatter_time_s",
     "torus_max_hops", "torus_mean_hops",
+    # sharded arrays and matmuls (chapter 3)
+    "Sharding", "sharding", "draw_sharding", "latency_bound_bytes", "Collective", "MatmulPlan", "Reshard",
+    "plan_matmul", "plan_reshard",
     # JAX on simulated devices: the collectives XLA compiles (chapters 3, 10)
     "CompiledCollective", "compiled_collectives", "parse_collectives", "sharded_matmul_collectives", "simulated_mesh",
     # parallelism rooflines (chapters 5, 12)

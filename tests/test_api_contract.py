@@ -27,6 +27,7 @@ POD = sl.tpu_pod("tpu-v5e")
 CLUSTER = sl.gpu_cluster(2, "h100")
 H100 = sl.chip("h100")
 TRACE = sl.systolic_trace([[1, 2], [3, 4]], [[1, 0], [2, 1]])
+SHARDING = sl.sharding("A[I_X, J_Y]", {"X": 2, "Y": 2})
 
 #: A valid call of every public callable: (callable, positional args, keyword args).
 #: Methods of the public classes are included, bound to an instance.
@@ -82,6 +83,20 @@ CALLS = {
     "GpuCluster.total_flops_per_s": (CLUSTER.total_flops_per_s, (), {"dtype": "fp8"}),
     "GpuCluster.total_hbm_bytes": (CLUSTER.total_hbm_bytes, (), {}),
     "GpuCluster.summary": (CLUSTER.summary, (), {}),
+    "sharding": (sl.sharding, ("A[I_X, J_Y]", {"X": 2, "Y": 2}), {}),
+    "Sharding": (sl.Sharding, (("I", "J"), (("X",), ()), {"X": 2, "Y": 2}), {"unreduced": ("Y",), "name": "A"}),
+    "Sharding.splits": (SHARDING.splits, ("I",), {}),
+    "Sharding.shard_shape": (SHARDING.shard_shape, ((8, 8),), {}),
+    "Sharding.shard_bytes": (SHARDING.shard_bytes, ((8, 8),), {"dtype": "f32"}),
+    "Sharding.total_bytes": (SHARDING.total_bytes, ({"I": 8, "J": 8},), {"dtype": "int8"}),
+    "Sharding.copies": (SHARDING.copies, (), {}),
+    "Sharding.partition_spec": (SHARDING.partition_spec, (), {}),
+    "plan_matmul": (sl.plan_matmul, ("A[I_X, J] · B[J_X, K]", {"I": 64, "J": 64, "K": 64}, SLICE),
+                    {"dtype": "bf16", "mesh": None}),
+    "plan_reshard": (sl.plan_reshard, ("A[I_X, J] -> A[I, J]", {"I": 64, "J": 64}, SLICE), {"dtype": "bf16"}),
+    "latency_bound_bytes": (sl.latency_bound_bytes, (POD,), {"axes": "X", "collective": "allreduce", "per": "shard",
+                                                             "latency_s": 1e-6}),
+    "draw_sharding": (sl.draw_sharding, (SHARDING, (8, 8)), {}),
     "allgather_time_s": (sl.allgather_time_s, (1e9, POD), {"axes": "X", "latency_s": 1e-6}),
     "reducescatter_time_s": (sl.reducescatter_time_s, (1e9, CLUSTER), {"group": 16}),
     "allreduce_time_s": (sl.allreduce_time_s, (1e9, POD), {"axes": "XY"}),
@@ -142,7 +157,7 @@ CALLS = {
 #: Public names that are not called: constants, errors, and records scalelib makes and hands out.
 NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValueError",
               "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "SystolicTrace", "Collective",
-              "CompiledCollective"}
+              "CompiledCollective", "MatmulPlan", "Reshard"}
 #: Parameters that may take a default and still be positional: the subject of a listing or a plot.
 POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "chapter"), ("plot_roofline", "chips"),
                        ("plot_spec_comparison", "chips"), ("fmt", "unit"), ("gpu_cluster", None)}
@@ -153,11 +168,13 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "GpuCluster.summary", "measure_machine", "plot_roofline", "draw_torus", "draw_gpu_node",
                "draw_fat_tree", "draw_chip", "plot_spec_comparison", "check", "verdict", "exercises",
                "systolic_matmul", "systolic_trace", "animate_systolic", "systolic_animation_html",
-               "simulated_mesh", "parse_collectives", "compiled_collectives", "sharded_matmul_collectives"}
+               "simulated_mesh", "parse_collectives", "compiled_collectives", "sharded_matmul_collectives",
+               "sharding", "Sharding", "Sharding.splits", "Sharding.shard_shape", "Sharding.partition_spec",
+               "draw_sharding"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
         "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
         "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",
-        "simulated_mesh", "compiled_collectives", "sharded_matmul_collectives"}
+        "simulated_mesh", "compiled_collectives", "sharded_matmul_collectives", "draw_sharding"}
 
 
 @pytest.fixture(autouse=True)
@@ -183,7 +200,7 @@ def _public_methods(cls):
          if callable(member) and not name.startswith("_")})
 
 
-@pytest.mark.parametrize("cls", [sl.ChipSpec, sl.TpuSlice, sl.GpuCluster], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [sl.ChipSpec, sl.TpuSlice, sl.GpuCluster, sl.Sharding], ids=lambda c: c.__name__)
 def test_every_public_method_is_covered_here(cls):
     methods = _public_methods(cls)
     if cls is sl.GpuCluster:  # the totals it shares with TpuSlice are called on a slice too
