@@ -42,6 +42,9 @@ from ._gpu import (
 )
 from ._jax_bridge import (
     CompiledCollective,
+    PlanComparison,
+    PlanRow,
+    compare_with_plan,
     compiled_collectives,
     parse_collectives,
     sharded_matmul_collectives,
@@ -107,6 +110,7 @@ __all__ = [
     "plan_matmul", "plan_reshard",
     # JAX on simulated devices: the collectives XLA compiles (chapters 3, 10)
     "CompiledCollective", "compiled_collectives", "parse_collectives", "sharded_matmul_collectives", "simulated_mesh",
+    "PlanComparison", "PlanRow", "compare_with_plan",
     # parallelism rooflines (chapters 5, 12)
     "data_parallel_critical_batch", "pipeline_bubble_fraction", "tensor_parallel_max_degree",
     # GPUs: CUDA cores, a node's switches, collectives level by level, rooflines of EP, PP and MoE (chapter 12)

@@ -568,3 +568,161 @@ def sharded_matmul_collectives(a_spec, b_spec, shapes, mesh, *, dtype="bf16", ou
                                 f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
                                 f"a mesh with automatic axes, such as simulated_mesh's, lets XLA choose") from None
     return parse_collectives(text, mesh=mesh)
+
+
+# --- the plan beside the compiler ----------------------------------------------------------
+
+_HLO_KIND = {"AllGather": "all-gather", "ReduceScatter": "reduce-scatter", "AllReduce": "all-reduce",
+             "AllToAll": "all-to-all"}
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One line of :func:`compare_with_plan`: a planned collective beside what XLA compiled in its place.
+
+    `predicted` is a step of :func:`plan_matmul` (None for a collective only
+    the compiler has); `compiled` the collectives of the HLO that do its work
+    (empty if XLA needs none); `verdict` is ``"same"``, ``"equivalent"``,
+    ``"only planned"`` or ``"only compiled"``; `note` says how they differ.
+    """
+
+    predicted: object | None
+    compiled: tuple[CompiledCollective, ...]
+    verdict: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PlanComparison:
+    """scalelib's plan of a sharded matmul beside the collectives XLA compiles for it (:func:`compare_with_plan`).
+
+    `agrees` is True when every row is the same collective, or an equivalent one
+    (same work, same axes), and nothing is left over on either side. Printed, it
+    is the chapter's table: kind, axes and bytes per device, planned and compiled.
+    """
+
+    expr: str
+    plan: object
+    compiled: tuple[CompiledCollective, ...]
+    rows: tuple[PlanRow, ...]
+
+    @property
+    def agrees(self) -> bool:
+        return all(r.verdict in ("same", "equivalent") for r in self.rows)
+
+    def __str__(self) -> str:
+        lines = [f"{self.expr}  (case {' and '.join(map(str, self.plan.cases))})",
+                 "| planned | bytes | compiled (CPU XLA) | bytes | verdict |", "|---|---|---|---|---|"]
+        for r in self.rows:
+            p = r.predicted
+            planned = "—" if p is None else f"{p.kind} over {''.join(p.axes)}"
+            planned_bytes = "" if p is None else fmt(p.nbytes, "B")
+            compiled = " + ".join(f"{c.kind} over {''.join(c.axes or ('?',))}" for c in r.compiled) or "—"
+            compiled_bytes = " + ".join(fmt(c.nbytes, "B") for c in r.compiled)
+            verdict = r.verdict + (f": {r.note}" if r.note else "")
+            lines.append(f"| {planned} | {planned_bytes} | {compiled} | {compiled_bytes} | {verdict} |")
+        if not self.rows:
+            lines.append("| — | | — | | same: no communication |")
+        return "\n".join(lines)
+
+
+def _bytes_note(p, c, itemsize: float) -> tuple[bool, str]:
+    """Whether compiled `c` moves the planned `p`'s bytes (allowing CPU's f32 for a 2-byte type), and why not."""
+    if c.nbytes == p.nbytes:
+        return True, ""
+    wide = _bits(c.dtype) / 8 if "," not in c.dtype else itemsize
+    if wide != itemsize and c.nbytes * itemsize == p.nbytes * wide:
+        return True, f"{c.dtype} on CPU ({c.nbytes / p.nbytes:g}x the bytes)"
+    return False, f"{fmt(c.nbytes, 'B')} compiled against {fmt(p.nbytes, 'B')} planned"
+
+
+def compare_with_plan(expr, sizes, mesh, *, dtype="bf16"):
+    """scalelib's plan of a sharded matmul beside the collectives XLA compiles for it on simulated devices.
+
+    Plans ``expr`` with :func:`plan_matmul`, compiles ``A @ B`` with the
+    operands and the result sharded as the plan has them
+    (:func:`sharded_matmul_collectives`), and pairs each planned collective with
+    the compiled ones doing its work. XLA may choose a different but equivalent
+    plan, and the row says so: on CPU an all-reduce (then a dynamic-slice) where
+    a TPU would reduce-scatter; a collective-permute that moves a shard onto a
+    longer axis before an all-gather over it; bf16 values carried in f32 (twice
+    the bytes).
+
+    Args:
+        expr: the matmul in the book's notation, ``"A[I, J_X] · B[J_X, K]"``
+            (A's second dimension contracted with B's first; ``-> C[...]``
+            to ask for the result's sharding).
+        sizes: each dimension's size, ``{"I": 64, "J": 128, "K": 256}``.
+        mesh: the mesh, ``{"X": 2, "Y": 4}`` (a simulated mesh of that shape is made).
+        dtype: ``"bf16"``, ``"f32"`` or ``"fp16"``.
+
+    Returns:
+        a :class:`PlanComparison` (bytes per device, B); print it for the table.
+
+    Chapter:
+        3 (Sharded matrices), 10 (Programming with JAX)
+
+    Example:
+        >>> c = compare_with_plan("A[I, J] · B[J, K]", {"I": 64, "J": 128, "K": 256}, {"X": 1})
+        >>> c.agrees, c.rows
+        (True, ())
+        >>> print(compare_with_plan("A[I, J_X] · B[J_X, K] -> C[I_X, K]", {"I": 64, "J": 128, "K": 256},
+        ...                         {"X": 4, "Y": 2}))  # 8 devices  # doctest: +SKIP
+        A[I, J_X] · B[J_X, K] -> C[I_X, K]  (case 3)
+        | planned | bytes | compiled (CPU XLA) | bytes | verdict |
+        |---|---|---|---|---|
+        | ReduceScatter over X | 32.8 kB | all-reduce over X | 65.5 kB | equivalent: all-reduce + dynamic-slice for a reduce-scatter; f32 on CPU (2x the bytes) |
+    """
+    from ._matmul_plan import plan_matmul
+    from ._specs import bytes_per_value
+
+    if not isinstance(dtype, str) or dtype not in _JNP_DTYPES:
+        raise InvalidValueError(f"`dtype` must be one of {', '.join(_JNP_DTYPES)}, got {shown(dtype)}")
+    names, axis_sizes = _mesh_layout(mesh)
+    plan = plan_matmul(expr, sizes, dict(zip(names, axis_sizes)), dtype=dtype)
+    (i, j), (j2, k) = plan.a.dims, plan.b.dims
+    if len(plan.a.dims) != 2 or len(plan.b.dims) != 2 or j != j2:
+        raise InvalidValueError(f"`expr`: compare_with_plan compiles A[I, J] · B[J, K] (A's second dimension "
+                                f"contracted with B's first), got {shown(expr)}")
+    sizes = {d: int(v) for d, v in sizes.items()}
+    compiled = tuple(sharded_matmul_collectives(plan.a.partition_spec(), plan.b.partition_spec(),
+                                                ((sizes[i], sizes[j]), (sizes[j], sizes[k])), mesh,
+                                                dtype=dtype, out_spec=plan.result.partition_spec()))
+    itemsize = bytes_per_value(dtype)
+    left, rows = list(compiled), []
+    for p in plan.steps:
+        kind, axes = _HLO_KIND.get(p.kind, p.kind), set(p.axes)
+        same = [c for c in left if c.kind == kind and c.axes is not None and set(c.axes) == axes]
+        if same:
+            c = same[0]
+            left.remove(c)
+            ok, note = _bytes_note(p, c, itemsize)
+            rows.append(PlanRow(p, (c,), "same" if ok else "equivalent", note))
+            continue
+        if kind == "reduce-scatter":
+            reduce = [c for c in left if c.kind == "all-reduce" and c.axes is not None and set(c.axes) == axes]
+            if reduce:
+                parts = [reduce[0]] + [c for c in left if c.kind == "collective-permute"]
+                for c in parts:
+                    left.remove(c)
+                ok, note = _bytes_note(p, reduce[0], itemsize)
+                how = ("all-reduce + dynamic-slice for a reduce-scatter" if len(parts) == 1 else
+                       "all-reduce of the rows each device keeps, then a collective-permute, for a reduce-scatter")
+                rows.append(PlanRow(p, tuple(parts), "equivalent", how + (f"; {note}" if note else "")))
+                continue
+        if kind == "all-gather":
+            gathers = [c for c in left if c.kind == "all-gather"]
+            if gathers:
+                permutes = [c for c in left if c.kind == "collective-permute"]
+                for c in permutes + gathers[:1]:
+                    left.remove(c)
+                ok, note = _bytes_note(p, gathers[0], itemsize)
+                onto = "".join(gathers[0].axes or ("?",))
+                how = (f"XLA moves the shards onto {onto} (collective-permute), then all-gathers over {onto}"
+                       if permutes else f"all-gathers over {onto}")
+                rows.append(PlanRow(p, tuple(permutes + gathers[:1]), "equivalent",
+                                    how + (f"; {note}" if note else "")))
+                continue
+        rows.append(PlanRow(p, (), "only planned", "not in the compiled HLO"))
+    rows += [PlanRow(None, (c,), "only compiled", "not in scalelib's plan") for c in left]
+    return PlanComparison(plan.expr, plan, compiled, tuple(rows))

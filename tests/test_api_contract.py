@@ -149,6 +149,8 @@ CALLS = {
     "compiled_collectives": (sl.compiled_collectives, (abs, 1.0), {"mesh": None}),
     "sharded_matmul_collectives": (sl.sharded_matmul_collectives, ((None, "X"), ("X", None), ((8, 8), (8, 8)), (1, 1)),
                                    {"dtype": "bf16", "out_spec": ("X", None)}),
+    "compare_with_plan": (sl.compare_with_plan, ("A[I, J_X] · B[J_X, K]", {"I": 8, "J": 8, "K": 8}, {"X": 1}),
+                          {"dtype": "bf16"}),
     "check": (sl.check, ("1.1", 590), {}),
     "verdict": (sl.verdict, ("1.1", 590), {}),
     "exercises": (sl.exercises, (1,), {}),
@@ -157,7 +159,7 @@ CALLS = {
 #: Public names that are not called: constants, errors, and records scalelib makes and hands out.
 NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValueError",
               "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "SystolicTrace", "Collective",
-              "CompiledCollective", "MatmulPlan", "Reshard"}
+              "CompiledCollective", "MatmulPlan", "Reshard", "PlanComparison", "PlanRow"}
 #: Parameters that may take a default and still be positional: the subject of a listing or a plot.
 POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "chapter"), ("plot_roofline", "chips"),
                        ("plot_spec_comparison", "chips"), ("fmt", "unit"), ("gpu_cluster", None)}
@@ -169,12 +171,14 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "draw_fat_tree", "draw_chip", "plot_spec_comparison", "check", "verdict", "exercises",
                "systolic_matmul", "systolic_trace", "animate_systolic", "systolic_animation_html",
                "simulated_mesh", "parse_collectives", "compiled_collectives", "sharded_matmul_collectives",
+               "compare_with_plan",
                "sharding", "Sharding", "Sharding.splits", "Sharding.shard_shape", "Sharding.partition_spec",
                "draw_sharding"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
         "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
         "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",
-        "simulated_mesh", "compiled_collectives", "sharded_matmul_collectives", "draw_sharding"}
+        "simulated_mesh", "compiled_collectives", "sharded_matmul_collectives", "draw_sharding",
+        "compare_with_plan"}
 
 
 @pytest.fixture(autouse=True)

@@ -103,6 +103,12 @@ SCRIPT = textwrap.dedent("""
         sl.compiled_collectives(lambda a: a @ a, x)
     except sl.InvalidValueError as err:
         out["bad_args"] = str(err)
+    out["compare"] = {}
+    for expr, mesh in json.loads(sys.argv[2]):
+        c = sl.compare_with_plan(expr, {"I": 64, "J": 128, "K": 256}, mesh)
+        out["compare"][f"{expr} on {mesh}"] = {"agrees": c.agrees, "rows": [[r.verdict, r.note] for r in c.rows]}
+    out["compare_table"] = str(sl.compare_with_plan("A[I, J_X] · B[J_X, K] -> C[I_X, K]",
+                                                    {"I": 64, "J": 128, "K": 256}, {"X": 4, "Y": 2}))
     print(json.dumps(out))
 """)
 
@@ -121,8 +127,9 @@ TOO_FEW = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def compiled():
     cases = [[name, mesh, a, b, o] for name, mesh, a, b, o, _, _ in MATMULS]
-    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(cases)], capture_output=True, text=True,
-                         timeout=120)
+    compare = [[expr, mesh] for expr, mesh, _, _ in COMPARED]
+    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(cases), json.dumps(compare)], capture_output=True,
+                         text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
@@ -305,3 +312,42 @@ def test_a_collective_prints_as_a_line_of_the_chapters_table():
         "all-reduce over X of f32[32,32]: 4.1 kB per device"]
     assert str(parse_collectives(CPU_ALL_GATHER_XY, mesh=M24)[0]) == (
         "all-gather over YX of f32[64,128]: 32.8 kB per device")
+
+
+# --- scalelib's plan beside the compiler (chapter 3's table) -----------------------------
+
+SIZES = {"I": 64, "J": 128, "K": 256}
+# (matmul, mesh, the verdicts of the rows, XLA's different but equivalent choices named in the notes)
+COMPARED = [
+    ("A[I, J] · B[J, K]", M42, [], ""),
+    ("A[I_X, J] · B[J, K_Y]", M24, [], ""),
+    ("A[I, J_X] · B[J, K]", M24, ["same"], "f32 on CPU (2x the bytes)"),
+    ("A[I, J_XY] · B[J, K]", M42, ["same"], "f32 on CPU (2x the bytes)"),
+    ("A[I, J_X] · B[J_X, K]", M42, ["same"], "f32 on CPU (2x the bytes)"),
+    ("A[I, J_Y] · B[J_Y, K]", M24, ["same"], "f32 on CPU (2x the bytes)"),
+    ("A[I, J_X] · B[J_X, K] -> C[I_X, K]", M42, ["equivalent"],
+     "all-reduce + dynamic-slice for a reduce-scatter; f32 on CPU (2x the bytes)"),
+    ("A[I, J_X] · B[J_X, K] -> C[I_X, K]", M24, ["equivalent"],
+     "all-reduce of the rows each device keeps, then a collective-permute, for a reduce-scatter"),
+    ("A[I_X, J] · B[J, K_X]", M42, ["same"], "f32 on CPU (2x the bytes)"),
+    ("A[I_X, J] · B[J, K_X]", M24, ["equivalent"],
+     "XLA moves the shards onto Y (collective-permute), then all-gathers over Y; f32 on CPU (2x the bytes)"),
+    ("A[I_Y, J] · B[J, K_Y]", M42_YX, ["same"], "f32 on CPU (2x the bytes)"),
+]
+
+
+def test_scalelibs_plan_agrees_with_the_compiled_collectives_case_by_case(compiled):
+    for expr, mesh, verdicts, note in COMPARED:
+        got = compiled["compare"][f"{expr} on {mesh}"]
+        assert got["agrees"], (expr, mesh, got)
+        assert [v for v, _ in got["rows"]] == verdicts, (expr, mesh, got)
+        assert [n for _, n in got["rows"]] == ([note] if verdicts else []), (expr, mesh, got)
+
+
+def test_the_comparison_prints_as_the_chapters_table(compiled):
+    assert compiled["compare_table"].splitlines() == [
+        "A[I, J_X] · B[J_X, K] → C[I_X, K]  (case 3)",
+        "| planned | bytes | compiled (CPU XLA) | bytes | verdict |",
+        "|---|---|---|---|---|",
+        "| ReduceScatter over X | 32.8 kB | all-reduce over X | 65.5 kB | equivalent: all-reduce + dynamic-slice "
+        "for a reduce-scatter; f32 on CPU (2x the bytes) |"]
