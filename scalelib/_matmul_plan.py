@@ -383,7 +383,8 @@ def _plan(a, b, out, sizes, topo, dtype, **choice) -> MatmulPlan:
                    f"T_collective: each collective's time",))
     else:
         derivation = Derivation("bytes sent per device", "Σ over the collectives",
-                                lambda: " + ".join(q(s.moved_bytes, "B") for s in steps) or "0", moved, "B")
+                                lambda: " + ".join(q(s.moved_bytes, "B") for s in steps) if len(steps) > 1 else "",
+                                moved, "B")
     cases = _cases(a, b)
     expr = f"{a} · {b} → {result}"
     return MatmulPlan(expr, cases, strategy, a, b, tuple(steps), result, flops, moved, t_math, t_comms, time,
@@ -582,6 +583,7 @@ def plan_reshard(expr, sizes, topology, *, dtype="bf16", mesh=None):
     else:
         time = None
         d = Derivation("bytes sent per device", "Σ over the collectives",
-                       lambda: " + ".join(q(s.moved_bytes, "B") for s in steps) or "0", float(moved), "B")
+                       lambda: " + ".join(q(s.moved_bytes, "B") for s in steps) if len(steps) > 1 else "",
+                       float(moved), "B")
     result = Reshard(src, dst, tuple(steps), float(moved), None if time is None else float(time))
     return Derivation(d.symbol, d.formula, d.substituted, d.value, d.unit, d.steps, d.where, returns=result)

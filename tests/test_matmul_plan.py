@@ -113,6 +113,29 @@ def test_q2_allgather_and_allreduce_times_on_a_v4p_cube():
     assert [s.kind for s in reduce.steps] == ["AllReduce"] and two.steps[0].axes == ("X", "Y")
 
 
+def test_q2_spreading_over_the_idle_z_axis_first_makes_the_gathers_faster():
+    # The book: [B_X, D_Y] -> [B_XZ, D_Y] is free (each device keeps part of its block); then gathering over
+    # X and Z (or X, Y and Z) has more links: 11.5 µs and 31 µs instead of 23 µs and 46 µs.
+    sizes = {"B": 1024, "D": 4096}
+    assert sl.plan_reshard("[B_X, D_Y] -> [B_XZ, D_Y]", sizes, V4P).steps == ()
+    assert sl.plan_reshard("[B_XZ, D_Y] -> [B, D_Y]", sizes, V4P).time_s == pytest.approx(11.5e-6, rel=0.02)
+    assert sl.plan_reshard("[B_XZ, D_Y] -> [B, D]", sizes, V4P).time_s == pytest.approx(31e-6, rel=0.02)
+
+
+def test_q5_a_replicated_result_is_cheapest_from_i_or_k_sharded():
+    # A[I, J] · B[J, K] -> C[I, K] on a v4p cube: shard I (or K) over XYZ and gather C, or shard J and AllReduce C.
+    sizes = {"I": 4096, "J": 4096, "K": 4096}
+    i = sl.plan_matmul("A[I_XYZ, J] · B[J, K] -> C[I, K]", sizes, V4P)
+    k = sl.plan_matmul("A[I, J] · B[J, K_XYZ] -> C[I, K]", sizes, V4P)
+    j = sl.plan_matmul("A[I, J_XYZ] · B[J_XYZ, K] -> C[I, K]", sizes, V4P)
+    assert kinds(i) == [("AllGather", ("X", "Y", "Z"), "C[I_XYZ, K]", "C[I, K]")]
+    assert kinds(j) == [("AllReduce", ("X", "Y", "Z"), "C[I, K]{U_XYZ}", "C[I, K]")]
+    assert i.t_comms_s == pytest.approx(k.t_comms_s) == pytest.approx(j.t_comms_s / 2)
+    assert i.flops == k.flops == j.flops == 2 * 4096**3 / 64
+    replicated = sl.plan_matmul("A[I, J] · B[J, K]", sizes, V4P)
+    assert replicated.steps == () and replicated.time_s > i.time_s  # 64 times the work on every chip
+
+
 def test_q3_a_tiny_allgather_takes_two_hops():
     r = sl.plan_reshard("[B_X] -> [B]", {"B": 128}, V4P)
     assert r.steps[0].nbytes == 256 and r.time_s == pytest.approx(2e-6)
