@@ -92,6 +92,10 @@ def test_a_small_message_across_two_nodes_pays_one_step_per_gpu_and_node_hop():
     assert sl.allgather_time_s(16.0, sl.gpu_cluster(2, "h100")) == pytest.approx(8 * 5e-6)
 
 
+def test_a_small_reducescatter_on_gpus_takes_a_ring_of_steps():
+    assert sl.reducescatter_time_s(8.0, sl.gpu_cluster(1, "h100")) == pytest.approx(7 * 5e-6)
+
+
 def test_a_single_chip_moves_nothing():
     one = sl.tpu_slice((1, 1), "tpu-v5e")
     assert sl.allgather_time_s(1e9, one) == 0 and sl.allreduce_time_s(1e9, one, axes="X") == 0

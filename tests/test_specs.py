@@ -275,3 +275,8 @@ def test_long_values_are_shortened_in_errors():
         sl.chip(list(range(100)))
     shown = str(err.value).split("got ", 1)[1]
     assert len(shown) == 60 and shown.endswith("...") and shown.startswith("[0, 1, 2")
+
+
+def test_host_and_pod_shapes_need_the_same_axes():
+    with pytest.raises(sl.InvalidValueError, match=r"`host_shape` \(2, 2, 1\) needs as many axes as `pod_shape` \(4, 4\)"):
+        sl.ChipSpec("x", "tpu", "t", pod_shape=(4, 4), host_shape=(2, 2, 1))

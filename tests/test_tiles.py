@@ -126,3 +126,17 @@ def test_one_tile_more_than_the_sms_takes_a_second_wave():
     # 133 tiles of 16x16 on an H100's 132 SMs: one full wave and a wave of one tile.
     (tile,) = sl.search_tiles(16 * 133, 16, 64, "h100", sizes=(16,), k_steps=(16,), stages=(2,))
     assert (tile.num_tiles, tile.waves) == (133, 2)
+
+
+def test_two_stages_by_default():
+    assert sl.tile_smem_bytes(128, 128, 64) == 2 * (128 + 128) * 64 * 2
+
+
+def test_a_single_tile_by_hand():
+    # One 16x16 tile of a [16, 4096] x [4096, 16] bf16 matmul on an H100 runs on one SM, at 1/132 of the
+    # peak: its 2·16·16·4096 FLOPs outlast reading (16 + 16) rows of K values and writing 16x16 outputs.
+    (tile,) = sl.search_tiles(16, 16, 4096, "h100", sizes=(16,), k_steps=(16,), stages=(2,))
+    t_math = 2 * 16 * 16 * 4096 / (9.9e14 / 132)
+    t_memory = ((16 + 16) * 4096 * 2 + 16 * 16 * 2) / 3.35e12
+    assert (tile.num_tiles, tile.waves, tile.bound) == (1, 1, "compute") and t_memory < t_math
+    assert tile.time_s == pytest.approx(t_math, rel=1e-12)

@@ -267,3 +267,11 @@ def test_several_nodes_need_a_scale_out_figure():
     assert sl.gpu_cluster(1, island).num_gpus == 8
     with pytest.raises(sl.InvalidValueError, match=r"^a GPU cluster of several nodes needs `scale_out_bytes_per_s_per_node`"):
         sl.gpu_cluster(2, island)
+
+
+def test_more_review_cases_of_clusters_and_meshes():
+    assert sl.gpu_cluster(72, "gb200-nvl72").num_scalable_units == 9  # 8 racks per scalable unit
+    with pytest.raises(sl.InvalidValueError, match=r"^`switch_ports` must be even"):
+        sl.gpu_cluster(4, "h100", switch_ports=5)
+    with pytest.raises(sl.InvalidValueError, match=r"^`shape`: a mesh names its axes X, Y in that order"):
+        sl.tpu_slice({"A": 4, "B": 4}, "tpu-v5e")

@@ -85,3 +85,10 @@ def test_one_significant_digit_is_allowed_and_zero_is_not():
 ])
 def test_prefix_edges(value, unit, text):
     assert fmt(value, unit) == text
+
+
+def test_negative_values_and_the_last_digits_before_a_prefix():
+    assert fmt(-0.00123456, "s") == "-1.23 ms"
+    assert fmt(999_400, "B") == "999 kB"
+    with pytest.raises(sl.InvalidValueError, match=r"^`sig` must be a whole number of significant digits from 1 to 17, got 18$"):
+        fmt(1.0, "s", sig=18)
