@@ -487,18 +487,22 @@ def _block_index(s: Sharding, coords: dict, dim_index: int) -> int:
     return index
 
 
-def draw_sharding(sharding, shape, *, ax=None):
-    """An array's blocks as its devices hold them: one colour per distinct block, each labelled with its devices.
+def draw_sharding(sharding, shape, *, view="array", ax=None):
+    """An array's blocks as its devices hold them, in one colour per distinct block.
 
-    The array (1D or 2D) is drawn as a rectangle cut into the blocks its sharding
-    makes; each block is labelled with the devices that hold it (devices are
-    numbered row-major over the mesh axes, as ``jax.make_mesh`` lays them out),
-    so a replicated block lists several devices. Rows are the first dimension,
-    columns the second; the axis labels say which mesh axes split each.
+    ``view="array"`` draws the array (1D or 2D) as a rectangle cut into the
+    blocks its sharding makes, each labelled with the devices holding it, so a
+    replicated block lists several. ``view="mesh"`` draws the device mesh (1 or 2
+    axes) instead, one cell per device, labelled with the block it holds
+    (``I1 J0``) and coloured like that block: devices holding the same data share
+    a colour. Devices are numbered row-major over the mesh axes, as
+    ``jax.make_mesh`` lays them out. The axis labels say which mesh axes split
+    each dimension (array view) or the mesh axes' sizes (mesh view).
 
     Args:
         sharding: a :class:`Sharding` (from :func:`sharding`) of an array of 1 or 2 dimensions.
         shape: the global shape (a tuple, or a dict of dimension sizes).
+        view: "array" (the array's blocks) or "mesh" (the devices).
         ax: a matplotlib Axes to draw on; a new figure when None.
 
     Returns:
@@ -511,12 +515,20 @@ def draw_sharding(sharding, shape, *, ax=None):
         >>> ax = draw_sharding(sharding("A[I_X, J_Y]", {"X": 2, "Y": 2}), (4, 128))
         >>> ax.get_title()
         'A[I_X, J_Y] on mesh X=2, Y=2: each device holds (2, 64)'
+        >>> ax = draw_sharding(sharding("A[I_X, J]", {"X": 2, "Y": 2}), (4, 128), view="mesh")
+        >>> [t.get_text().splitlines() for t in ax.texts][:3]
+        [['dev 0', 'I0'], ['dev 1', 'I0'], ['dev 2', 'I1']]
     """
     if not isinstance(sharding, Sharding):
         raise InvalidValueError(f"`sharding` must be a Sharding (from sharding('A[I_X, J]', mesh)), got {shown(sharding)}")
     s = sharding
     if len(s.dims) > 2:
         raise InvalidValueError(f"`sharding`: draw_sharding draws arrays of 1 or 2 dimensions, {s} has {len(s.dims)}")
+    if not isinstance(view, str) or view not in ("array", "mesh"):
+        raise InvalidValueError(f"`view` must be 'array' or 'mesh', got {shown(view)}")
+    if view == "mesh" and len(s.mesh) > 2:
+        raise InvalidValueError(f"`view`: the mesh view draws meshes of 1 or 2 axes, {s.mesh} has {len(s.mesh)}; "
+                                f"use view='array'")
     local = s.shard_shape(shape)
     sizes = s._shape(shape)
     import matplotlib.pyplot as plt
@@ -529,15 +541,42 @@ def draw_sharding(sharding, shape, *, ax=None):
     n_cols = s.splits(s.dims[cols_dim])
     holders: dict[tuple[int, int], list[int]] = {}
     names = list(s.mesh)
+    at_device = []
     for device, coords in enumerate(np.ndindex(*s.mesh.values())):
         at = dict(zip(names, coords))
         r = _block_index(s, at, rows_dim) if rows_dim is not None else 0
         c = _block_index(s, at, cols_dim)
         holders.setdefault((r, c), []).append(device)
+        at_device.append((coords, r, c))
     cmap = plt.get_cmap("tab20")
+
+    def colour(r, c):  # tab20's strong colours first, then its pale ones: neighbours differ in hue
+        k = (r * n_cols + c) % 20
+        return cmap((2 * k) % 20 + (k >= 10))
+
+    mesh_text = ", ".join(f"{a}={n}" for a, n in s.mesh.items())
+    if view == "mesh":
+        shape2 = list(s.mesh.values()) + [1] * (2 - len(s.mesh))
+        mesh_rows, mesh_cols = (shape2[0], shape2[1]) if len(s.mesh) == 2 else (1, shape2[0])
+        for device, (coords, r, c) in enumerate(at_device):
+            y, x = (coords[0], coords[1]) if len(coords) == 2 else (0, coords[0])
+            ax.add_patch(Rectangle((x, mesh_rows - 1 - y), 1, 1, facecolor=colour(r, c), edgecolor="black",
+                                   linewidth=1.5))
+            block = " ".join(f"{d}{i}" for d, i, dim_i in zip(s.dims, (r, c) if rows_dim is not None else (c,),
+                                                                range(len(s.dims))) if s.axes[dim_i])
+            ax.text(x + 0.5, mesh_rows - 0.5 - y, f"dev {device}" + (f"\n{block}" if block else ""),
+                    ha="center", va="center", fontsize=8 if mesh_cols < 8 else 6)
+        ax.set_xlim(0, mesh_cols)
+        ax.set_ylim(0, mesh_rows)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_xlabel(f"mesh axis {names[-1]} ({s.mesh[names[-1]]} devices)")
+        if len(names) == 2:
+            ax.set_ylabel(f"mesh axis {names[0]} ({s.mesh[names[0]]} devices)")
+        ax.set_title(f"{s} on mesh {mesh_text}: the block each device holds")
+        return ax
     for (r, c), devices in holders.items():
-        colour = cmap((r * n_cols + c) % 20)
-        ax.add_patch(Rectangle((c, n_rows - 1 - r), 1, 1, facecolor=colour, edgecolor="black", linewidth=1.5))
+        ax.add_patch(Rectangle((c, n_rows - 1 - r), 1, 1, facecolor=colour(r, c), edgecolor="black", linewidth=1.5))
         label = ",".join(map(str, devices[:4])) + ("…" if len(devices) > 4 else "")
         ax.text(c + 0.5, n_rows - 0.5 - r, f"dev {label}", ha="center", va="center", fontsize=8 if n_cols < 8 else 6)
     ax.set_xlim(0, n_cols)
@@ -551,6 +590,5 @@ def draw_sharding(sharding, shape, *, ax=None):
     ax.set_xlabel(label(cols_dim))
     if rows_dim is not None:
         ax.set_ylabel(label(rows_dim))
-    mesh_text = ", ".join(f"{a}={n}" for a, n in s.mesh.items())
     ax.set_title(f"{s} on mesh {mesh_text}: each device holds {local}")
     return ax

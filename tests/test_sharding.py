@@ -230,11 +230,29 @@ def test_replicated_blocks_list_every_device_holding_them():
     plt.close("all")
 
 
+def test_the_mesh_view_colours_each_device_like_the_block_it_holds():
+    s = sl.sharding("A[I_X, J]", {"X": 2, "Y": 4})
+    ax = sl.draw_sharding(s, (4, 128), view="mesh")
+    assert ax.get_title() == "A[I_X, J] on mesh X=2, Y=4: the block each device holds"
+    assert ax.get_xlabel() == "mesh axis Y (4 devices)" and ax.get_ylabel() == "mesh axis X (2 devices)"
+    texts = [t.get_text().splitlines() for t in ax.texts]
+    assert texts == [[f"dev {d}", f"I{d // 4}"] for d in range(8)]
+    colours = [tuple(p.get_facecolor()) for p in ax.patches]
+    assert len(set(colours)) == 2 and colours[:4] == [colours[0]] * 4  # a row of Y holds one block
+    ax = sl.draw_sharding(sl.sharding("A[I_Y, J_X]", {"X": 2, "Y": 2}), (4, 4), view="mesh")
+    assert [t.get_text().splitlines()[1] for t in ax.texts] == ["I0 J0", "I1 J0", "I0 J1", "I1 J1"]
+    plt.close("all")
+
+
 def test_the_picture_refuses_what_it_cannot_draw():
     with pytest.raises(sl.InvalidValueError, match=r"draws arrays of 1 or 2 dimensions, A\[I, J, K\] has 3$"):
         sl.draw_sharding(sl.sharding("A[I, J, K]", MESH), (8, 8, 8))
     with pytest.raises(sl.InvalidValueError, match=r"^`sharding` must be a Sharding"):
         sl.draw_sharding("A[I_X]", (8,))
+    with pytest.raises(sl.InvalidValueError, match=r"^`view`: the mesh view draws meshes of 1 or 2 axes"):
+        sl.draw_sharding(sl.sharding("A[I_X]", {"X": 2, "Y": 2, "Z": 2}), (8,), view="mesh")
+    with pytest.raises(sl.InvalidValueError, match=r"^`view` must be 'array' or 'mesh', got 'devices'$"):
+        sl.draw_sharding(sl.sharding("A[I_X]", MESH), (8,), view="devices")
 
 
 # --- properties -------------------------------------------------------------------------------------
