@@ -149,7 +149,9 @@ return {
   // table rows: a table that was printed or written but not rendered.
   raw_table_rows: (() => {
     const shown = article.cloneNode(true);
+    // Code a reader reads as code (cell sources, docstring examples) may hold pipes; outputs may not.
     shown.querySelectorAll('.cell_input, script, style').forEach(e => e.remove());
+    shown.querySelectorAll('pre').forEach(e => { if (!e.closest('.cell_output')) { e.remove(); } });
     return shown.textContent.split('\\n').map(l => l.trim())
       .filter(l => /^\\|.*\\|$/.test(l) || /\\|\\s*(-{3,}|—)\\s*\\|/.test(l)).slice(0, 5);
   })(),
@@ -487,8 +489,11 @@ def _fault_page(browser, tmp_path, name: str, article: str, width: int = 1280) -
 
 def test_table_check_catches_a_table_left_as_markdown(browser, tmp_path) -> None:
     report = _fault_page(browser, tmp_path, "raw", "\n<p>| chip | peak |\n|---|---|\n| h100 | 9.9e14 |</p>"
-                         '<div class="cell_input"><pre>rows = ["| a | b |"]</pre></div>')
+                         '<div class="cell_input"><pre>rows = ["| a | b |"]</pre></div>'
+                         '<div class="highlight"><pre>&gt;&gt;&gt; print(table)\n| a | b |</pre></div>')
     assert report.dom["raw_table_rows"] == ["| chip | peak |", "|---|---|", "| h100 | 9.9e14 |"]
+    printed = _fault_page(browser, tmp_path, "printed", '\n<div class="cell_output"><pre>| x | y |\n|---|---|</pre></div>')
+    assert printed.dom["raw_table_rows"] == ["| x | y |", "|---|---|"]  # a table printed as text by a cell
 
 
 def test_phone_check_catches_an_equation_cut_off(browser, tmp_path) -> None:
