@@ -210,3 +210,10 @@ def test_a_matmul_from_vmem_turns_compute_bound_at_a_small_batch():
     vmem = sl.matmul_roofline(16, 4096, 16384, "tpu-v5e", dtype="int8", bandwidth="vmem")
     assert hbm.bound == "memory" and vmem.bound == "compute"
     assert vmem.t_comms_s == pytest.approx(hbm.t_comms_s * 8.2e11 / 1.804e13)
+
+
+def test_a_derivation_shows_its_numbers_only_when_they_differ_from_its_formula():
+    assert str(sl.Derivation("x", "a + b", "1 + 2", 3.0, "")) == "x = a + b = 1 + 2 = 3"
+    assert str(sl.Derivation("x", "b", "a", 3.0, "")) == "x = b = a = 3"
+    assert str(sl.Derivation("x", "a", "a", 3.0, "")) == "x = a = 3"
+    assert str(sl.Derivation("x", "a", "", 3.0, "s")) == "x = a = 3 s"

@@ -280,3 +280,9 @@ def test_long_values_are_shortened_in_errors():
 def test_host_and_pod_shapes_need_the_same_axes():
     with pytest.raises(sl.InvalidValueError, match=r"`host_shape` \(2, 2, 1\) needs as many axes as `pod_shape` \(4, 4\)"):
         sl.ChipSpec("x", "tpu", "t", pod_shape=(4, 4), host_shape=(2, 2, 1))
+
+
+def test_a_variant_may_take_any_new_name():
+    assert sl.chip("h100").derive("a100-like-h100").name == "a100-like-h100"  # sorts before "h100"
+    with pytest.raises(sl.InvalidValueError, match=r"^`name`: a variant needs a name of its own, not 'h100'$"):
+        sl.chip("h100").derive("H100")

@@ -275,3 +275,11 @@ def test_more_review_cases_of_clusters_and_meshes():
         sl.gpu_cluster(4, "h100", switch_ports=5)
     with pytest.raises(sl.InvalidValueError, match=r"^`shape`: a mesh names its axes X, Y in that order"):
         sl.tpu_slice({"A": 4, "B": 4}, "tpu-v5e")
+
+
+def test_a_three_level_tree_counts_its_spine_and_core_switches():
+    # 512 H100 nodes (4096 GPUs, 4096 ports of 400 Gb/s): beyond what two levels of 64-port switches
+    # serve (2 x 32^2 = 2048 ports), so a core layer: 128 spine and 64 core switches, as in NVIDIA's
+    # design for 4096 GPUs (How to Scale Your Model, ch. 12, Quiz 3 Q2).
+    big = sl.gpu_cluster(512, "h100")
+    assert (big.levels, big.num_leaf_switches, big.num_spine_switches) == (3, 128, 128 + 64)
