@@ -459,8 +459,8 @@ def latency_bound_bytes(topology, *, axes=None, group=None, collective="allgathe
     else:
         devices = topology.num_gpus if group is None else count("group", group)
     if per_byte.value == 0:
-        raise InvalidValueError(f"latency_bound_bytes: a collective over one device moves nothing; "
-                                f"choose `axes` or `group` with more than one device")
+        raise InvalidValueError("latency_bound_bytes: a collective over one device moves nothing; "
+                                "choose `axes` or `group` with more than one device")
     V = latency.value / per_byte.value
     if per == "shard":
         value = V / devices

@@ -75,7 +75,7 @@ def tile_intensity(bm, bn, *, K=None, dtype="bf16", out_dtype=None):
         "I_tile", "2·bm·bn·K / ((bm + bn)·K·b + bm·bn·o)",
         lambda: f"2·{q(bm)}·{q(bn)}·{q(K)} / (({q(bm)} + {q(bn)})·{q(K)}·{q(b)} + {q(bm)}·{q(bn)}·{q(o)})",
         plain(2 * bm_ * bn_ * K_ / ((bm_ + bn_) * K_ * b + bm_ * bn_ * o)), "FLOP/B",
-        where=(f"b, o: bytes per input and per output value",),
+        where=("b, o: bytes per input and per output value",),
     )
 
 

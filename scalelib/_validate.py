@@ -8,7 +8,6 @@ infinities are refused, whatever numpy would make of them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import numpy as np

@@ -29,7 +29,7 @@ from scalelib.course.check import Exercise, get_exercise
 from scalelib.course.cli import main
 from scalelib.course.grade import (
     CHAPTER_UNKNOWN, FAILED, GRADED, MISSING, CellError, ExerciseGrade, Gradebook, Limits, NotebookGrade, collect, feedback,
-    grade, grade_notebook, grading_cases, judge, load, parse_size, scan,
+    grade_notebook, grading_cases, judge, load, parse_size, scan,
 )
 
 

@@ -1,6 +1,5 @@
 """TPU slices and GPU clusters: shapes, wraparound, hops, routes, totals, and bad input."""
 
-import math
 
 import pytest
 from hypothesis import given, settings, strategies as st

@@ -54,7 +54,7 @@ import numpy as np
 from .._errors import InvalidValueError
 from .._units import fmt
 from .check import CORRECT, INCORRECT, NOT_ATTEMPTED, VERDICT_KEY, Verdict, exercises, get_exercise, verdict
-from .record import ANSWER_MIME, CALLS_MIME, KINDS, MAX_VALUES, case_key, decode_number, encode_cases
+from .record import ANSWER_MIME, CALLS_MIME, MAX_VALUES, case_key, decode_number, encode_cases
 
 #: Status of an exercise of the notebook's chapter that no cell answered.
 MISSING = "missing"

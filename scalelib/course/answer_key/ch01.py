@@ -28,7 +28,7 @@ from ..._roofline import (
     t_math_s,
 )
 from ..._specs import DTYPES, ChipSpec, bytes_per_value, chip
-from ..._vector import vector_critical_intensity, vector_flops_per_s
+from ..._vector import vector_critical_intensity
 
 
 # 1.1 -------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from ..._roofline import critical_intensity, matmul_roofline, t_math_s
 from ..._specs import DTYPES, bytes_per_value, chip
 from ..._units import fmt
 from ..._vector import vector_flops_per_s
-from ..._tiles import best_tile, search_tiles, tile_intensity, tile_smem_bytes
+from ..._tiles import search_tiles, tile_intensity, tile_smem_bytes
 from ..._topology import gpu_cluster
 
 
