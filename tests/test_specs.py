@@ -286,3 +286,8 @@ def test_a_variant_may_take_any_new_name():
     assert sl.chip("h100").derive("a100-like-h100").name == "a100-like-h100"  # sorts before "h100"
     with pytest.raises(sl.InvalidValueError, match=r"^`name`: a variant needs a name of its own, not 'h100'$"):
         sl.chip("h100").derive("H100")
+
+
+def test_per_field_sources_must_name_fields():
+    with pytest.raises(sl.InvalidValueError, match=r"^ChipSpec 'x': `sources` must map field names to strings"):
+        sl.ChipSpec("x", "gpu", "t", sources={"hbm": "a data sheet"})

@@ -282,3 +282,13 @@ def test_a_three_level_tree_counts_its_spine_and_core_switches():
     # design for 4096 GPUs (How to Scale Your Model, ch. 12, Quiz 3 Q2).
     big = sl.gpu_cluster(512, "h100")
     assert (big.levels, big.num_leaf_switches, big.num_spine_switches) == (3, 128, 128 + 64)
+
+
+def test_the_worst_cut_may_be_across_the_first_axis():
+    # 16x4 v5e: cutting the 16-chip ring axis cuts 4 rings x 2 links; the 4-chip axis (no wraparound)
+    # would cut 16 links: the first axis gives the bisection, 8 x 90 GB/s.
+    assert sl.tpu_slice((16, 4), "tpu-v5e").bisection_bytes_per_s() == 8 * 9e10
+
+
+def test_a_small_alltoall_across_nodes_is_one_step():
+    assert sl.alltoall_time_s(1.0, sl.gpu_cluster(2, "h100")) == pytest.approx(5e-6)

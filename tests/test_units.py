@@ -92,3 +92,8 @@ def test_negative_values_and_the_last_digits_before_a_prefix():
     assert fmt(999_400, "B") == "999 kB"
     with pytest.raises(sl.InvalidValueError, match=r"^`sig` must be a whole number of significant digits from 1 to 17, got 18$"):
         fmt(1.0, "s", sig=18)
+
+
+def test_binary_prefixes_divide_by_1024():
+    assert fmt(2**30, "B", binary=True, sig=4) == "1 GiB"
+    assert fmt(3 * 2**20, "B/s", binary=True) == "3 MiB/s"
