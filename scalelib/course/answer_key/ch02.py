@@ -17,6 +17,7 @@ from ..check import Exercise, register
 from ._tools import define, slip
 from ..._derivation import Derivation, explain, q
 from ..._roofline import critical_batch_size, matmul_flops, matmul_roofline, t_comms_s, t_math_s
+from ..._vector import vector_flops_per_s
 from ..._specs import bytes_per_value, chip
 from ..._systolic import systolic_cycles, systolic_trace
 from ..._topology import ICI_HOP_LATENCY_S, tpu_pod, tpu_slice
@@ -458,17 +459,12 @@ register(Exercise(
 # 2.14: the book's pop quiz on VPU throughput ------------------------------------------------------------
 
 def _vpu_rate(spec_name: str = "tpu-v5p", per_chip: bool = False) -> float:
-    spec = chip(spec_name)
-    return spec.vector_alus_per_core * spec.clock_ghz_boost * 1e9 * (spec.cores if per_chip else 1)
+    return vector_flops_per_s(spec_name, per="chip" if per_chip else "core")
 
 
 def _vpu_throughput() -> Derivation:
     """Reference for 2.14: every ALU of one TensorCore's VPU does one fp32 operation per cycle."""
-    spec = chip("tpu-v5p")
-    f = spec.clock_ghz_boost * 1e9
-    return Derivation("C_VPU", "ALUs · f", f"{spec.vector_alus_per_core} · {q(f, 'Hz')}", _vpu_rate(), "FLOP/s",
-                      where=("ALUs: ALUs of one TensorCore's VPU (`vector_alus_per_core`: 8 sublanes x 128 lanes x "
-                             "4 ALUs), each doing one fp32 operation per cycle; f: the clock (`clock_ghz_boost`)",))
+    return explain(vector_flops_per_s, "tpu-v5p", per="core")
 
 
 register(Exercise(
