@@ -54,6 +54,7 @@ from ._matmul_plan import Collective, MatmulPlan, Reshard, plan_matmul, plan_res
 from ._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
 from ._plot import plot_roofline
 from ._probe import measure_copy_time_s, measure_machine, measure_matmul_time_s
+from ._ring import ring_link_bytes
 from ._roofline import (
     Roofline,
     arithmetic_intensity,
@@ -107,7 +108,7 @@ __all__ = [
     "torus_max_hops", "torus_mean_hops",
     # sharded arrays and matmuls (chapter 3)
     "Sharding", "sharding", "draw_sharding", "latency_bound_bytes", "Collective", "MatmulPlan", "Reshard",
-    "plan_matmul", "plan_reshard",
+    "plan_matmul", "plan_reshard", "ring_link_bytes",
     # JAX on simulated devices: the collectives XLA compiles (chapters 3, 10)
     "CompiledCollective", "compiled_collectives", "parse_collectives", "sharded_matmul_collectives", "simulated_mesh",
     "PlanComparison", "PlanRow", "compare_with_plan",

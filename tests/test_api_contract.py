@@ -97,6 +97,7 @@ CALLS = {
     "latency_bound_bytes": (sl.latency_bound_bytes, (POD,), {"axes": "X", "collective": "allreduce", "per": "shard",
                                                              "latency_s": 1e-6}),
     "draw_sharding": (sl.draw_sharding, (SHARDING, (8, 8)), {}),
+    "ring_link_bytes": (sl.ring_link_bytes, (1e6, 8), {"collective": "alltoall", "bidirectional": False}),
     "allgather_time_s": (sl.allgather_time_s, (1e9, POD), {"axes": "X", "latency_s": 1e-6}),
     "reducescatter_time_s": (sl.reducescatter_time_s, (1e9, CLUSTER), {"group": 16}),
     "allreduce_time_s": (sl.allreduce_time_s, (1e9, POD), {"axes": "XY"}),
