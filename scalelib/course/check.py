@@ -120,12 +120,15 @@ class Exercise:
         title: a few words on what it asks.
         reference: computes the reference answer with scalelib (a number, an
             array, a Derivation, a string for a multiple-choice question, or,
-            for ``kind="function"``, a function to compare the learner's with).
+            for ``kind="function"``, a function to compare the learner's with;
+            for ``kind="jax"``, a NumPy function of the whole input arrays).
         unit: unit of the answer, used when printing and to pick the common slips
             that can happen in it.
         rtol: relative tolerance of a numeric answer (an answer exactly at it is correct).
         choices: accepted strings of a multiple-choice exercise.
-        cases: keyword arguments to call both functions with (``kind="function"``).
+        cases: keyword arguments to call both functions with (``kind="function"``);
+            for ``kind="jax"``, runs described by a mesh, arrays in the book's
+            notation, their sizes and a seed (see :mod:`scalelib.course.jax_check`).
         mistakes: ratio -> explanation, checked before :data:`COMMON_SLIPS`. The ratio
             is wrong answer / reference, computed with scalelib from the wrong method:
             above 1 the slip makes the answer too large, below 1 too small, and it is
@@ -134,6 +137,11 @@ class Exercise:
         points: what a correct answer is worth in the gradebook.
         reason: for a choice, the one-line reason shown with a correct answer.
         formula: for a function, the formula shown with a correct answer.
+        rule: for ``kind="jax"``, a :class:`~scalelib.course.jax_check.CollectiveRule`:
+            what the compiled program may and must communicate.
+        wrong: for ``kind="jax"``, common wrong methods: pairs (a NumPy function of the
+            same inputs as the reference, computing what the method gives; the text
+            naming the slip), checked when the learner's values are wrong.
     """
 
     id: str
@@ -141,7 +149,7 @@ class Exercise:
     reference: Callable[[], Any]
     unit: str = ""
     rtol: float = 0.01
-    kind: str = "number"  # "number", "choice" or "function"
+    kind: str = "number"  # "number", "choice", "function" or "jax"
     choices: tuple[str, ...] = ()
     cases: tuple[Mapping[str, Any], ...] = ()
     mistakes: Mapping[float | tuple[float, ...], str] = field(default_factory=dict)
@@ -149,6 +157,8 @@ class Exercise:
     reason: str = ""
     formula: str = ""
     book: tuple[str, ...] = ()  # the book's items it answers, e.g. ("Q3",) or ("Quiz 1 Q2",): see book_items.py
+    rule: Any = None  # kind="jax": a jax_check.CollectiveRule (or None: numerics only)
+    wrong: tuple[tuple[Callable[..., Any], str], ...] = ()  # kind="jax": (what a wrong method gives, its name)
 
 
 #: Environment variable set (to "1") in the kernels ``scalelib grade`` runs submissions in: there
@@ -180,8 +190,25 @@ def register(exercise: Exercise) -> Exercise:
     """Add `exercise` to the registry (used by the ``answer_key`` modules)."""
     if exercise.id in _REGISTRY:
         raise InvalidValueError(f"exercise {exercise.id!r} is registered twice")
-    if exercise.kind not in ("number", "choice", "function"):
-        raise InvalidValueError(f"exercise {exercise.id!r}: `kind` must be number, choice or function, got {exercise.kind!r}")
+    if exercise.kind not in ("number", "choice", "function", "jax"):
+        raise InvalidValueError(f"exercise {exercise.id!r}: `kind` must be number, choice, function or jax, "
+                                f"got {exercise.kind!r}")
+    if exercise.kind == "jax":
+        from .jax_check import CollectiveRule, check_case
+
+        if not exercise.cases:
+            raise InvalidValueError(f"exercise {exercise.id!r}: a jax exercise needs `cases` to run on")
+        for i, case in enumerate(exercise.cases, 1):
+            check_case(case, f"exercise {exercise.id!r}: case {i}")
+        if exercise.rule is not None and not isinstance(exercise.rule, CollectiveRule):
+            raise InvalidValueError(f"exercise {exercise.id!r}: `rule` must be a CollectiveRule, got {exercise.rule!r}")
+        if not all(isinstance(w, tuple) and len(w) == 2 and callable(w[0]) and isinstance(w[1], str)
+                   for w in exercise.wrong):
+            raise InvalidValueError(f"exercise {exercise.id!r}: `wrong` must hold pairs (a NumPy function of the "
+                                    f"inputs, the text naming the slip), got {exercise.wrong!r}")
+        if not all(isinstance(r, (int, float)) and r > 0 for r in exercise.mistakes):
+            raise InvalidValueError(f"exercise {exercise.id!r}: a jax exercise's mistakes are keyed by a positive "
+                                    f"ratio of the whole result, got {list(exercise.mistakes)!r}")
     for key in exercise.mistakes:
         ratios = key if isinstance(key, tuple) else (key,)
         if not ratios or not all(isinstance(r, (int, float)) and r > 0 and math.isfinite(r) for r in ratios) \
@@ -578,7 +605,8 @@ def verdict(exercise_id: str, answer, *, cases=None) -> Verdict:
 
     For a function exercise, `cases` (keyword arguments, one dict per call) replaces
     the registered cases: the grader passes the registered ones plus cases drawn at
-    grading time.
+    grading time. A jax exercise runs the learner's function here, on a mesh of
+    simulated devices (see :mod:`scalelib.course.jax_check`).
 
     Returns:
         a :class:`Verdict` (``.status`` is "correct", "incorrect" or "not attempted").
@@ -593,6 +621,13 @@ def verdict(exercise_id: str, answer, *, cases=None) -> Verdict:
     exercise = get_exercise(exercise_id)
     if answer is None or answer is Ellipsis:
         return Verdict(exercise.id, NOT_ATTEMPTED, f"⬜ Exercise {exercise.id}: not attempted.")
+    if exercise.kind == "jax":
+        if not callable(answer) or isinstance(answer, type):
+            return Verdict(exercise.id, INCORRECT, f"❌ Exercise {exercise.id}: expected a function of JAX arrays "
+                           f"(the function itself, not a call to it), got {_kind_of(answer)}.")
+        from .jax_check import run_and_judge
+
+        return run_and_judge(exercise, answer, cases)
     reference = exercise.reference()
     if exercise.kind == "function":
         return _compare_function(exercise, answer, reference, cases)

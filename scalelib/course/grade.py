@@ -17,7 +17,9 @@ notebook on its own, and no notebook can cost another learner anything:
    :data:`~scalelib.course.record.ANSWER_MIME`); cells run one by one, and right
    after a cell records a function, the grader calls it in the kernel on the
    exercise's registered cases plus cases drawn for this run (the registered
-   ones' numbers varied at random, their types kept; a seed per run).
+   ones' numbers varied at random, their types kept; a seed per run). A
+   ``kind="jax"`` function is run under ``jax.jit`` on a simulated mesh; its
+   output and compiled HLO come back, and the collectives are read here.
 4. **Judge.** Here, in the grader's process, with
    :func:`~scalelib.course.check.verdict`: the last answer recorded per exercise
    counts; an exercise of the chapter never answered is "missing"; answers to
@@ -440,13 +442,18 @@ def grading_cases(exercise_id: str, seed: int) -> tuple[dict, ...]:
     numbers at random (log-uniformly) within the range the registered cases give
     that argument, so that it stays inside what the exercise asks for (an int stays
     an int, a tuple a tuple); it is kept only where the reference accepts it.
-    The same seed draws the same cases.
+    A jax exercise's drawn case keeps a registered case's mesh and arrays, with a
+    new seed and each size kept or doubled. The same seed draws the same cases.
     """
     exercise = get_exercise(exercise_id)
     registered = [dict(c) for c in exercise.cases]
     if not registered:
         return ()
     rng = random.Random(f"{seed}:{exercise.id}")
+    if exercise.kind == "jax":  # the same meshes and arrays: new seeds, sizes kept or doubled
+        from .jax_check import draw_cases
+
+        return tuple(registered + draw_cases(registered, rng))
     reference = exercise.reference()
     ranges = _ranges(registered)
     seen = {case_key(c) for c in registered}
@@ -661,7 +668,8 @@ async def _run_cells(client, box, nb, code, ids, limits, seed, run, CellTimeoutE
             remaining = deadline - time.monotonic()
             limit = max(0.5, min(limits.cell_timeout_s, remaining))
             per_call = min(limit, max(1.0, limit / (len(cases) + 1)))  # wall-clock: at least 1 s on a busy machine
-            source = (f'__import__("scalelib.course.record", fromlist=["call_recorded"]).call_recorded('
+            runner = "call_recorded_jax" if get_exercise(eid).kind == "jax" else "call_recorded"
+            source = (f'__import__("scalelib.course.record", fromlist=["{runner}"]).{runner}('
                       f'{eid!r}, {encode_cases(cases)!r}, {per_call!r})')
             try:
                 results, _ = await _helper(client, source, index, limit, "calls")
@@ -687,6 +695,8 @@ async def _run_cells(client, box, nb, code, ids, limits, seed, run, CellTimeoutE
 
 
 _CALL_RESULTS = ("value", "none", "not implemented", "error", "timeout")
+#: What one run of a jax exercise's function can come to (its "value" carries the compiled HLO too).
+_JAX_RESULTS = _CALL_RESULTS + ("unavailable",)
 
 
 class _Malformed(ValueError):
@@ -696,7 +706,7 @@ class _Malformed(ValueError):
 def _expected(exercise) -> str:
     if exercise.kind == "choice":
         return "one of " + ", ".join(map(repr, exercise.choices))
-    if exercise.kind == "function":
+    if exercise.kind in ("function", "jax"):
         return "a function"
     return "a number" + (f" in {exercise.unit}" if exercise.unit else "") + " (or a list of numbers)"
 
@@ -773,6 +783,30 @@ def _stand_in(calls):
     return stand_in
 
 
+def _judge_jax(exercise, answer: dict) -> Verdict:
+    """The Verdict on what a jax exercise's function gave in the kernel, case by case; raises _Malformed."""
+    from .jax_check import judge_results
+
+    eid = exercise.id
+    calls = answer.get("_calls")
+    if not calls or calls[1] is None:
+        why = calls[2] if calls else "it was never called"
+        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your function could not be run on the test cases ({why}).")
+    cases, results, _ = calls
+    if not isinstance(results, list) or len(results) != len(cases):
+        raise _Malformed("run results that do not match the cases")
+    for result in results:  # every result readable, before the checker sees any
+        kind = result.get("result") if isinstance(result, dict) else None
+        if kind not in _JAX_RESULTS:
+            raise _Malformed(f"a run result of kind {str(kind)[:40]!r}")
+        if kind == "value":
+            if not isinstance(result.get("hlo"), str) or not isinstance(result.get("answer"), dict):
+                raise _Malformed("a run result without its output or its compiled HLO")
+            if result["answer"].get("kind") not in ("unreadable", "function", "text", "none"):
+                _decode(result["answer"])
+    return judge_results(exercise, list(cases), results)
+
+
 def judge(exercise_id: str, answer: dict) -> tuple[Verdict, str | None]:
     """The Verdict on one recorded `answer`, computed here; and a flag when the record is malformed."""
     exercise = get_exercise(exercise_id)
@@ -783,6 +817,8 @@ def judge(exercise_id: str, answer: dict) -> tuple[Verdict, str | None]:
             what = f"{answer.get('type', 'object')} {str(answer.get('repr', ''))[:120]}"
             return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected {_expected(exercise)}, got {what}; "
                                            f"it could not be read ({str(answer.get('error', ''))[:200]})."), None
+        if kind == "function" and exercise.kind == "jax":
+            return _judge_jax(exercise, answer), None
         if kind == "function":
             if exercise.kind != "function":
                 return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected {_expected(exercise)}, "

@@ -17,7 +17,9 @@ What a recorded answer looks like (``{"exercise": "1.3", "kind": ..., ...}``):
 * ``"text"``: a string (a multiple-choice answer), at most :data:`MAX_TEXT` characters;
 * ``"function"``: the function stays in this kernel; the grader then runs
   :func:`call_recorded`, which calls it on the cases the grader sends and displays,
-  under :data:`CALLS_MIME`, one result per case;
+  under :data:`CALLS_MIME`, one result per case (for a ``kind="jax"`` exercise,
+  :func:`call_recorded_jax`, which runs it under ``jax.jit`` on a simulated mesh
+  and sends back its output and compiled HLO: :func:`run_jax_case`);
 * ``"unreadable"``: anything else, with its type name, a short ``repr`` and the error
   met while reading it (an answer whose ``__float__`` raises, a ragged list, ...).
 
@@ -218,7 +220,17 @@ class _CallTimeout(BaseException):  # not an Exception: a learner's `except Exce
     pass
 
 
-def _call(function, case: dict, time_limit_s: float) -> dict:
+def _safe_text(err) -> str:
+    """str(`err`) on one line, cut short; never raises (a learner's exception may have a broken __str__)."""
+    try:
+        text = " ".join(str(err).split())
+    except Exception:  # noqa: BLE001
+        text = f"<{type(err).__name__} whose message could not be read>"
+    return _short(text)
+
+
+def _timed(thunk, time_limit_s: float):
+    """("ok", what `thunk()` returned), or ("failed", a result dict): a timeout, NotImplementedError or an error."""
     alarm = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
              and time_limit_s > 0)
     if alarm:
@@ -229,17 +241,23 @@ def _call(function, case: dict, time_limit_s: float) -> dict:
         signal.setitimer(signal.ITIMER_REAL, time_limit_s)
     try:
         try:
-            value = function(**case)
+            return "ok", thunk()
         finally:
             if alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, previous)
     except _CallTimeout:
-        return {"result": "timeout", "limit_s": time_limit_s}
+        return "failed", {"result": "timeout", "limit_s": time_limit_s}
     except NotImplementedError:
-        return {"result": "not implemented"}
+        return "failed", {"result": "not implemented"}
     except Exception as err:  # noqa: BLE001 - a learner's bug is a result, not a crash
-        return {"result": "error", "type": _short(type(err).__name__, 80), "message": _short(err)}
+        return "failed", {"result": "error", "type": _short(type(err).__name__, 80), "message": _safe_text(err)}
+
+
+def _call(function, case: dict, time_limit_s: float) -> dict:
+    status, value = _timed(lambda: function(**case), time_limit_s)
+    if status == "failed":
+        return value
     if value is None:
         return {"result": "none"}
     return {"result": "value", "answer": describe(value)}
@@ -267,4 +285,95 @@ def call_recorded(exercise_id: str, cases_json: str, time_limit_s: float = 5.0) 
     except Exception as err:  # noqa: BLE001
         results = [{"result": "error", "type": type(err).__name__, "message": _short(err)}]
     display({"text/plain": f"{len(results)} calls of the function answering {exercise_id}",
+             CALLS_MIME: {"exercise": exercise_id, "results": results}}, raw=True)
+
+
+# ---------------------------------------------------------------------------
+# kind="jax": the learner's JAX function run on a mesh, its output and compiled HLO sent back
+
+
+#: Most characters of compiled HLO a result carries; a longer text keeps only its collectives' lines.
+MAX_HLO = 2_000_000
+
+
+def _hlo_for_grader(text: str) -> str:
+    if len(text) <= MAX_HLO:
+        return text
+    from .._jax_bridge import KINDS
+
+    lines = [line for line in text.splitlines() if line.startswith("HloModule") or any(k in line for k in KINDS)]
+    return "\n".join(lines)[:MAX_HLO]
+
+
+def run_jax_case(function, case: dict, time_limit_s: float = 0.0) -> dict:
+    """Run a learner's JAX `function` on one case of a ``kind="jax"`` exercise; the result as JSON. Never raises.
+
+    The case (see :mod:`scalelib.course.jax_check`) gives a mesh, the arrays in the
+    book's notation, their sizes and a seed: the inputs are drawn from the seed and
+    sharded on a simulated mesh (:func:`scalelib.sharded_inputs`), then
+    ``jax.jit(function)`` is compiled and run on them, called as
+    ``function(*arrays, mesh=mesh, **kwargs)``. The result: ``{"result": "value",
+    "answer": <the output, as describe() gives it>, "hlo": <the compiled HLO text>,
+    "replicated": <whether the output is whole on every device>}``, or ``"none"``,
+    ``"not implemented"``, ``"error"`` (type, message), ``"timeout"`` or
+    ``"unavailable"`` (the mesh or the inputs could not be made here: too few
+    devices, no JAX). Nothing here judges anything.
+    """
+    try:
+        import functools
+
+        import jax
+
+        from .._jax_bridge import simulated_mesh
+        from .._jax_collectives import sharded_inputs
+
+        mesh = simulated_mesh(dict(case["mesh"]))
+        inputs = sharded_inputs(list(case["arrays"]), dict(case["sizes"]), mesh, seed=case["seed"],
+                                integers=case.get("integers"))
+        bound = functools.partial(function, mesh=mesh, **dict(case.get("kwargs") or {}))
+    except Exception as err:  # noqa: BLE001 - no JAX, too few devices, a malformed case
+        return {"result": "unavailable", "message": f"{type(err).__name__}: {_safe_text(err)}"}
+
+    def attempt():
+        compiled = jax.jit(bound).lower(*inputs).compile()
+        output = compiled(*inputs)
+        jax.block_until_ready(output)
+        return compiled.as_text(), output
+
+    status, value = _timed(attempt, time_limit_s)
+    if status == "failed":
+        return value
+    hlo, output = value
+    if output is None:
+        return {"result": "none"}
+    replicated = None
+    if isinstance(output, jax.Array):
+        replicated = bool(output.sharding.is_fully_replicated)
+        answer = describe(output)
+    elif isinstance(output, (tuple, list, dict)):
+        answer = _unreadable(output, TypeError(f"a {type(output).__name__} of {len(output)} items; return one array"))
+    else:
+        answer = describe(output)
+    return {"result": "value", "answer": answer, "hlo": _hlo_for_grader(hlo), "replicated": replicated}
+
+
+def call_recorded_jax(exercise_id: str, cases_json: str, time_limit_s: float = 30.0) -> None:
+    """Run the JAX function last recorded for `exercise_id` on each case of `cases_json`; display the results.
+
+    The grader's counterpart of :func:`call_recorded` for ``kind="jax"`` exercises:
+    one :func:`run_jax_case` result per case, in order, under :data:`CALLS_MIME`.
+    """
+    from IPython.display import display
+
+    function = _FUNCTIONS.get(exercise_id)
+    results = []
+    try:
+        cases = [{k: decode_value(v) for k, v in case.items()} for case in json.loads(cases_json)]
+        if function is None:
+            results = [{"result": "error", "type": "LookupError", "message": "no function was recorded"}] * len(cases)
+        else:
+            results = [run_jax_case(function, case, time_limit_s) for case in cases]
+    except Exception as err:  # noqa: BLE001
+        results = [{"result": "error", "type": type(err).__name__, "message": _safe_text(err)}]
+    display({"text/plain": f"{len(results)} runs of the JAX function answering {exercise_id}",
              CALLS_MIME: {"exercise": exercise_id, "results": results}}, raw=True)

@@ -1,0 +1,329 @@
+"""Chapter 10 exercises: programming with JAX.
+
+Most exercises here are ``kind="jax"``: the learner writes a JAX function, which
+the checker runs under ``jax.jit`` on a mesh of simulated devices, with inputs
+drawn from a seed and sharded as each case writes them in the book's notation
+(see :mod:`scalelib.course.jax_check`). A reference is a NumPy function of the
+whole inputs (the unsharded result); a :class:`CollectiveRule` says what the
+compiled program may and must communicate. The sizes below are small enough for
+a laptop's CPU; the questions follow ch. 10 "Programming TPUs in JAX" of How to
+Scale Your Model (Austin et al., 2025), whose items ``book=`` names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..check import Exercise, register
+from ..jax_check import CollectiveRule
+from ._tools import define, slip
+from ..._derivation import Derivation, explain, q
+from ..._roofline import matmul_flops, t_comms_s, t_math_s
+from ..._specs import bytes_per_value
+
+
+def _case(mesh, sizes, arrays, seed, **extra) -> dict:
+    return {"mesh": mesh, "sizes": sizes, "arrays": list(arrays), "seed": seed, **extra}
+
+
+M24, M42 = {"X": 2, "Y": 4}, {"X": 4, "Y": 2}
+F32 = bytes_per_value("f32")
+
+
+def _blocks(a, n: int, axis: int) -> list[np.ndarray]:
+    """`a` cut into `n` equal blocks along `axis`, as a mesh axis of n devices splits it."""
+    return np.split(np.asarray(a), n, axis=axis)
+
+
+# 10.1 ------------------------------------------------------------------------
+
+def _shard_means(a, *, mesh):
+    """[X, Y]: the mean of each device's block of A[S_X, D_Y]."""
+    X, Y = mesh["X"], mesh["Y"]
+    return a.reshape(X, a.shape[0] // X, Y, a.shape[1] // Y).mean(axis=(1, 3))
+
+
+register(Exercise(
+    id="10.1",
+    title="The mean of each shard, with no communication",
+    reference=lambda: _shard_means,
+    kind="jax",
+    rtol=1e-4,
+    cases=(
+        _case(M24, {"S": 64, "D": 32}, ["A[S_X, D_Y]"], 1),
+        _case(M42, {"S": 32, "D": 16}, ["A[S_X, D_Y]"], 2),
+    ),
+    rule=CollectiveRule(forbid=("any",), why="Each device already holds the whole of its shard, so its mean needs "
+                                             "nothing from any other device."),
+    wrong=(
+        (lambda a, *, mesh: np.full((mesh["X"], mesh["Y"]), a.mean()),
+         "every entry holds the mean of the whole array; each entry is one device's block only"),
+        (lambda a, *, mesh: _shard_means(a, mesh=mesh) * (a.size / (mesh["X"] * mesh["Y"])),
+         "these are sums over each block; divide by the number of values a block holds"),
+    ),
+    reason="A device computes its block's mean from its own block: the result is sharded [X_X, Y_Y], one value per "
+           "device, and nothing crosses between chips.",
+    book=("Q1",),
+))
+
+
+# 10.2 ------------------------------------------------------------------------
+
+def _roll_in_shards(a, *, mesh, shift):
+    """roll(block, shift, axis=0) - block, for each block of rows A[S_X, ...] holds on one X position."""
+    return np.concatenate([np.roll(b, shift, axis=0) - b for b in _blocks(a, mesh["X"], 0)], axis=0)
+
+
+register(Exercise(
+    id="10.2",
+    title="Roll the rows inside each shard along X",
+    reference=lambda: _roll_in_shards,
+    kind="jax",
+    rtol=1e-4,
+    cases=(
+        _case(M24, {"S": 64, "D": 32}, ["A[S_X, D_Y]"], 3, kwargs={"shift": 3}),
+        _case(M42, {"S": 32, "D": 16}, ["A[S_X, D_Y]"], 4, kwargs={"shift": 5}),
+    ),
+    rule=CollectiveRule(forbid=("any",), why="Rolling inside a shard keeps every row on its device: no "
+                                             "collective-permute is needed, as one would be for a roll of the whole "
+                                             "array."),
+    wrong=(
+        (lambda a, *, mesh, shift: np.roll(a, shift, axis=0) - a,
+         "you rolled the whole array: rows moved from one X shard into the next; roll each shard on its own"),
+        (lambda a, *, mesh, shift: np.concatenate([np.roll(b, shift, axis=0) for b in _blocks(a, mesh["X"], 0)]),
+         "that is the rolled array; the exercise asks for the rolled array minus the array"),
+        (lambda a, *, mesh, shift: _roll_in_shards(a, mesh=mesh, shift=-shift),
+         "you rolled the other way: roll(x, shift) moves row i to row i + shift"),
+    ),
+    reason="Inside shard_map each device sees its own [S/X, D/Y] block, so jnp.roll of that block is the roll within "
+           "the shard; the compiled program moves nothing between devices.",
+    book=("Q1",),
+))
+
+
+# 10.3 ------------------------------------------------------------------------
+
+register(Exercise(
+    id="10.3",
+    title="An AllGather built from ppermute",
+    reference=lambda: (lambda a, *, mesh: a),
+    kind="jax",
+    rtol=1e-6,
+    cases=(
+        _case(M24, {"S": 32, "D": 16}, ["A[S_Y, D]"], 5),
+        _case({"X": 1, "Y": 8}, {"S": 32, "D": 8}, ["A[S_Y, D]"], 6),
+    ),
+    rule=CollectiveRule(forbid=("all-gather", "all-reduce", "reduce-scatter", "all-to-all"),
+                        require=("collective-permute",), replicated=True,
+                        why="Build it from Y - 1 neighbour-to-neighbour steps (jax.lax.ppermute), each passing on "
+                            "the block a device received the step before."),
+    reason="Y - 1 steps round the ring, each moving one block of S/Y rows: (Y - 1)/Y of the array reaches every "
+           "device, the same bytes as an AllGather, and each step could overlap with work on the block it brings.",
+))
+
+
+# 10.4 ------------------------------------------------------------------------
+
+def _moe(a, w, b, *, mesh):
+    """Out[i] = A[i] @ W[B[i]]."""
+    return np.einsum("sd,sdf->sf", a.astype(np.float64), w[b].astype(np.float64))
+
+
+def _no_sdf(sizes, mesh):
+    """Half the values of an [S, D, F] array: a per-token copy of the expert weights is more than this."""
+    return sizes["S"] * sizes["D"] * sizes["F"] // 2
+
+
+_MOE_LOCAL = ["A[S, D]", "W[E, D, F]", "B[S]"]
+
+register(Exercise(
+    id="10.4",
+    title="A mixture of experts on one device, without an [S, D, F] array",
+    reference=lambda: _moe,
+    kind="jax",
+    rtol=1e-4,
+    cases=(
+        _case({"X": 1}, {"S": 64, "D": 32, "F": 48, "E": 4}, _MOE_LOCAL, 7, integers={"B": "E"}),
+        _case({"X": 1}, {"S": 32, "D": 16, "F": 24, "E": 4}, _MOE_LOCAL, 8, integers={"B": "E"}),
+    ),
+    rule=CollectiveRule(max_values=_no_sdf,
+                        why="W[B] copies an expert's whole [D, F] matrix for every token: sort the tokens into a "
+                            "buffer of one row per expert, [E, S, D], and multiply each expert's rows by its "
+                            "matrix once (or loop over the experts with a mask)."),
+    wrong=(
+        (lambda a, w, b, *, mesh: np.einsum("sd,df->sf", a, w[0]),
+         "every token went to expert 0; token i goes to expert B[i]"),
+    ),
+    reason="Tokens grouped by expert meet each expert's matrix once: the largest array is [E, S, D] or [E, S, F], "
+           "not [S, D, F]; the second dimension must hold S rows because every token may pick the same expert.",
+    book=("Q2",),
+))
+
+
+# 10.5 ------------------------------------------------------------------------
+
+_MOE_SHARDED = ["A[S_X, D]", "W[E_X, D, F]", "B[S_X]"]
+
+register(Exercise(
+    id="10.5",
+    title="The mixture of experts sharded over X, tokens moved by all_to_all",
+    reference=lambda: _moe,
+    kind="jax",
+    rtol=1e-4,
+    points=2,
+    cases=(
+        _case(M24, {"S": 64, "D": 32, "F": 48, "E": 8}, _MOE_SHARDED, 9, integers={"B": "E"}),
+        _case(M42, {"S": 64, "D": 16, "F": 32, "E": 8}, _MOE_SHARDED, 10, integers={"B": "E"}),
+    ),
+    rule=CollectiveRule(forbid=("all-gather", "all-reduce", "reduce-scatter"), require=("all-to-all",),
+                        why="Send each token to the device holding its expert and the result back with "
+                            "jax.lax.all_to_all over X; gathering every token (or every expert) on every device "
+                            "moves X times more and needs X times the memory."),
+    reason="Each device sends, for each other device, the tokens whose experts live there (a fixed-size buffer of "
+           "S/X rows per destination, since all of them may go to one device), multiplies what it receives by its "
+           "own experts, and all_to_all brings the results home.",
+    book=("Q2",),
+))
+
+
+# 10.6 ------------------------------------------------------------------------
+
+def _matmul(a, w, *, mesh):
+    return a.astype(np.float64) @ w.astype(np.float64)
+
+
+def _half_output_block(sizes, mesh):
+    """Bytes of half a device's [B/X, F] block of the result (f32): no one all-reduce may carry more."""
+    return sizes["B"] // mesh["X"] * sizes["F"] * F32 / 2
+
+
+register(Exercise(
+    id="10.6",
+    title="An AllReduce collective matmul, tiled over F",
+    reference=lambda: _matmul,
+    kind="jax",
+    rtol=1e-4,
+    points=2,
+    cases=(
+        _case(M24, {"B": 64, "D": 128, "F": 256}, ["A[B_X, D_Y]", "W[D_Y, F]"], 11),
+        _case(M42, {"B": 64, "D": 64, "F": 128}, ["A[B_X, D_Y]", "W[D_Y, F]"], 12),
+    ),
+    rule=CollectiveRule(forbid=("all-gather", "reduce-scatter", "all-to-all"),
+                        max_bytes={"all-reduce": _half_output_block},
+                        why="One all-reduce of the whole [B/X, F] block can only start once the local matmul has "
+                            "finished, so nothing overlaps: compute the result a tile of F at a time and reduce each "
+                            "tile while the next is computed (inside a jax.lax.fori_loop, so that XLA does not merge "
+                            "the tiles' all-reduces back into one)."),
+    reason="Each tile's AllReduce carries a fraction of the block and can run while the next tile is multiplied; in "
+           "all, the bytes are those of one AllReduce of the block.",
+    book=("Q3",),
+))
+
+
+# 10.7 ------------------------------------------------------------------------
+
+def _output_block(sizes, mesh):
+    """Bytes of one device's [B/X, D/Y] block of the result (f32): the partial sum one step may pass on."""
+    return sizes["B"] // mesh["X"] * (sizes["D"] // mesh["Y"]) * F32
+
+
+_RS_ARRAYS = ["T[B_X, F_Y]", "W2[F_Y, D]"]
+_RS_FORBID = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+
+register(Exercise(
+    id="10.7",
+    title="A ReduceScatter collective matmul: pass the partial sums round the ring",
+    reference=lambda: _matmul,
+    kind="jax",
+    rtol=1e-4,
+    points=2,
+    cases=(
+        _case(M24, {"B": 64, "F": 256, "D": 128}, _RS_ARRAYS, 13),
+        _case(M42, {"B": 64, "F": 128, "D": 64}, _RS_ARRAYS, 14),
+    ),
+    rule=CollectiveRule(forbid=_RS_FORBID, require=("collective-permute",),
+                        max_bytes={"collective-permute": _output_block},
+                        why="At each step a device adds its own contribution to one block of the output and hands "
+                            "that block to its neighbour (jax.lax.ppermute); after Y - 1 steps each device holds the "
+                            "finished block it keeps. Pass one [B/X, D/Y] block per step, never the whole partial "
+                            "result."),
+    reason="Y - 1 steps, each passing one [B/X, D/Y] block of partial sums while the next block's contribution is "
+           "multiplied: the bytes of one ReduceScatter, spread over the matmul.",
+    book=("Q3",),
+))
+
+
+# 10.8 ------------------------------------------------------------------------
+
+register(Exercise(
+    id="10.8",
+    title="The ReduceScatter collective matmul, sending both ways round the ring",
+    reference=lambda: _matmul,
+    kind="jax",
+    rtol=1e-4,
+    points=2,
+    cases=(
+        _case(M24, {"B": 64, "F": 256, "D": 128}, _RS_ARRAYS, 15),
+        _case({"X": 1, "Y": 8}, {"B": 32, "F": 128, "D": 128}, _RS_ARRAYS, 16),
+    ),
+    rule=CollectiveRule(forbid=_RS_FORBID, require=("collective-permute",), both_ways=True,
+                        max_bytes={"collective-permute": lambda sizes, mesh: _output_block(sizes, mesh) / 2},
+                        why="Split each output block into two halves: one half travels one way round the ring and "
+                            "the other the opposite way, each step passing half a block in each direction, so both "
+                            "directions of every link carry data."),
+    reason="Half a block each way per step: with links that carry both directions at once, each step's transfer "
+           "takes half the time of the one-way version.",
+    book=("Q4",),
+))
+
+
+# 10.9 ------------------------------------------------------------------------
+
+_EX1 = dict(B=1024, D=2048, F=8192, X=2, Y=4)
+_BLOCK = _EX1["B"] // _EX1["X"] * (_EX1["D"] // _EX1["Y"]) * bytes_per_value("bf16")  # one bf16 block A[B/X, D/Y]
+
+
+def _step_times(block_bytes_two_ways: float, F_per_device: int) -> np.ndarray:
+    """[one-way permute, two-way permute, matmul] of one step of Ex1 on TPU v5e, with the given figures."""
+    B, D, _, X, Y = _EX1.values()
+    return np.array([t_comms_s(_BLOCK, "tpu-v5e", bandwidth="ici"),
+                     t_comms_s(block_bytes_two_ways, "tpu-v5e", bandwidth="ici"),
+                     t_math_s(matmul_flops(B // X, D // Y, F_per_device), "tpu-v5e", dtype="bf16")])
+
+
+def _collective_matmul_step() -> Derivation:
+    """Reference for 10.9: [one-way permute, two-way permute, matmul] times of one step of Ex1 on TPU v5e."""
+    B, D, F, X, Y = _EX1.values()
+    block = _BLOCK
+    one_way = explain(t_comms_s, block, "tpu-v5e", bandwidth="ici")
+    flops = explain(matmul_flops, B // X, D // Y, F // Y)
+    math = explain(t_math_s, flops.value, "tpu-v5e", dtype="bf16")
+    value = _step_times(block / 2, F // Y)
+    result = Derivation("[T_one_way, T_two_ways, T_matmul]",
+                        "[V_blk / W, (V_blk / 2) / W, FLOPs / C]",
+                        f"[{q(block, 'B')} / W, {q(block / 2, 'B')} / W, {q(flops.value, 'FLOP')} / C]",
+                        value, "s", (one_way, flops, math))
+    return define(result, {"nbytes": "the bytes moved (here one block)",
+                           "V_blk": "the bytes of one bf16 block A[B/X, D/Y], 512 x 512 values",
+                           "W": "one ICI link's one-way bandwidth on a TPU v5e",
+                           "FLOPs": "2·(B/X)·(D/Y)·(F/Y), one block's product with its rows of W",
+                           "C": "the TPU v5e's bf16 peak"})
+
+
+_10_9 = _step_times(_BLOCK / 2, _EX1["F"] // _EX1["Y"])
+
+register(Exercise(
+    id="10.9",
+    title="One step of the collective matmul on TPU v5e, one way and both ways",
+    reference=_collective_matmul_step,
+    unit="s",
+    mistakes={
+        slip(_step_times(_BLOCK, _EX1["F"] // _EX1["Y"]), _10_9):
+            "the two-way version sends half a block in each direction, so each link direction carries half the bytes "
+            "of the one-way version",
+        slip(_step_times(_BLOCK / 2, _EX1["F"]), _10_9):
+            "the matmul of one step multiplies a [B/X, D/Y] block by the rows of the device's own W[D, F_Y], whose "
+            "columns are F/Y, not F",
+    },
+    book=("Ex1", "Q4"),
+))

@@ -1,0 +1,350 @@
+"""Exercises in which the learner writes JAX code (``kind="jax"``): judged on numerics and on compiled collectives.
+
+A ``kind="jax"`` exercise registers (see :class:`~scalelib.course.check.Exercise`):
+
+* ``cases``: each a JSON-able description of one run, ``{"mesh": {"X": 2, "Y": 4},
+  "sizes": {"S": 64, "D": 32}, "arrays": ["A[S_X, D_Y]"], "seed": 1}``, with
+  optionally ``"integers": {"B": "E"}`` (an array of int32 routing choices from 0
+  to E - 1) and ``"kwargs": {"shift": 3}`` (static arguments). The input values
+  are drawn by NumPy from the seed (:func:`scalelib._jax_collectives.input_values`),
+  the same in the learner's kernel and in the grader's process;
+* ``reference``: returns a NumPy function of the whole (unsharded) inputs, called
+  as ``f(*arrays, mesh={"X": 2, "Y": 4}, **kwargs)``, whose result the learner's
+  must match (the grader's process needs no JAX devices);
+* ``rule``: a :class:`CollectiveRule`, what the compiled program may and must
+  communicate, with the teaching text shown when it does not.
+
+The learner's function is called as ``fn(*arrays, mesh=mesh, **kwargs)`` under
+``jax.jit`` on a mesh of simulated devices, the arrays sharded as the case writes
+them; :func:`scalelib.course.record.run_jax_case` runs it (in the learner's kernel,
+with no answer key) and returns its output and the HLO XLA compiled for it.
+:func:`judge_results` then decides, here: the output's shape, its values
+(``allclose`` with the exercise's ``rtol``, relative to the result's scale), then
+the collectives read from the HLO against the rule. Feedback says what is wrong
+(how many entries differ, which collective the program should not have) and never
+the answer.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .._errors import InvalidValueError
+from .._jax_bridge import KINDS, _arrays, parse_collectives
+from .._jax_collectives import input_values
+from .._units import fmt
+from .check import CORRECT, INCORRECT, NOT_ATTEMPTED, Verdict, _cut
+
+#: What a call of the learner's function in the kernel can come to.
+RESULTS = ("value", "none", "not implemented", "error", "timeout", "unavailable")
+#: Keys a case may have.
+CASE_KEYS = {"mesh", "sizes", "arrays", "seed", "integers", "kwargs"}
+
+
+@dataclass(frozen=True)
+class CollectiveRule:
+    """What the program XLA compiles for a ``kind="jax"`` exercise may and must communicate.
+
+    Attributes:
+        forbid: collective kinds, as HLO names them (``"all-gather"``, ``"all-reduce"``,
+            ``"reduce-scatter"``, ``"all-to-all"``, ``"collective-permute"``), that must
+            not appear; ``"any"`` for all of them.
+        require: kinds that must appear at least once.
+        over: if given, `forbid` applies only to collectives over one of these mesh axes.
+        max_bytes: kind -> the most bytes per device one collective of that kind may
+            move (a number, or a function ``f(sizes, mesh)`` of the case's dicts).
+        max_values: the most values any array of the compiled (per-device) program
+            may hold: a number or ``f(sizes, mesh)``.
+        both_ways: collective-permutes must send both ways round a ring (some one
+            step forward along an axis, some one step back).
+        replicated: the result must be whole on every device.
+        why: the teaching text shown when the compiled program breaks the rule.
+    """
+
+    forbid: tuple[str, ...] = ()
+    require: tuple[str, ...] = ()
+    over: tuple[str, ...] | None = None
+    max_bytes: Mapping[str, Any] = field(default_factory=dict)
+    max_values: Any = None
+    both_ways: bool = False
+    replicated: bool = False
+    why: str = ""
+
+    def __post_init__(self):
+        for arg in ("forbid", "require"):
+            kinds = getattr(self, arg)
+            if isinstance(kinds, str) or not all(k in KINDS or (k == "any" and arg == "forbid") for k in kinds):
+                raise InvalidValueError(f"CollectiveRule: `{arg}` must be a tuple of {', '.join(KINDS)}"
+                                        f"{' or any' if arg == 'forbid' else ''}, got {kinds!r}")
+        if not all(k in KINDS for k in self.max_bytes):
+            raise InvalidValueError(f"CollectiveRule: `max_bytes` keys must be kinds of collective, got "
+                                    f"{list(self.max_bytes)!r}")
+
+    def forbidden(self) -> tuple[str, ...]:
+        return KINDS if "any" in self.forbid else tuple(self.forbid)
+
+
+# ---------------------------------------------------------------------------
+# Cases
+
+
+def check_case(case, where: str = "case") -> None:
+    """Raise InvalidValueError unless `case` describes a run (its arrays read against its mesh, sizes that divide)."""
+    if not isinstance(case, Mapping) or not {"mesh", "sizes", "arrays", "seed"} <= set(case) \
+            or not set(case) <= CASE_KEYS:
+        raise InvalidValueError(f"{where} must be a dict with mesh, sizes, arrays and seed (and optionally "
+                                f"integers and kwargs), got {case!r}")
+    input_values(case["arrays"], case["sizes"], case["mesh"], seed=case["seed"], integers=case.get("integers"))
+    if not isinstance(case.get("kwargs", {}), Mapping) or "mesh" in case.get("kwargs", {}):
+        raise InvalidValueError(f"{where}: `kwargs` must be a dict of static arguments other than mesh")
+
+
+def label(case) -> str:
+    """``on mesh X=2, Y=4 with S=64, D=32, shift=3``: a case as the feedback names it (the seed left out)."""
+    mesh = ", ".join(f"{a}={n}" for a, n in case["mesh"].items())
+    values = [f"{d}={n}" for d, n in case["sizes"].items()] + [f"{k}={v!r}" for k, v in
+                                                               (case.get("kwargs") or {}).items()]
+    return f"on mesh {mesh} with {', '.join(values)}"
+
+
+def draw_cases(cases, rng: random.Random) -> list[dict]:
+    """One new case per registered one: a fresh seed, and each size kept or doubled at random.
+
+    Doubling keeps every split even; a drawn case that still breaks a rule of its
+    own (a bound on its integers, say) is drawn again, and the registered case is
+    reused with only a new seed after 20 tries.
+    """
+    drawn = []
+    for base in cases:
+        for attempt in range(21):
+            case = copy.deepcopy(dict(base))
+            case["seed"] = rng.randrange(10**6, 10**9)
+            if attempt < 20:
+                case["sizes"] = {d: n * rng.choice((1, 2)) for d, n in base["sizes"].items()}
+            try:
+                check_case(case)
+            except InvalidValueError:
+                continue
+            drawn.append(case)
+            break
+    return drawn
+
+
+# ---------------------------------------------------------------------------
+# Judging one case
+
+
+def _collective_text(c) -> str:
+    over = "no axis" if c.axes == () else "".join(c.axes) if c.axes else "devices that form no mesh axis"
+    return f"{'an' if c.kind[0] in 'a' else 'a'} {c.kind} over {over} ({fmt(c.nbytes, 'B')} per device)"
+
+
+def _limit(value, case) -> float:
+    return float(value(dict(case["sizes"]), dict(case["mesh"])) if callable(value) else value)
+
+
+def _directions(collective, mesh: dict) -> set[tuple[str, int]]:
+    """(axis, +1 or -1) for each one-step move of a collective-permute's (source, target) pairs."""
+    sizes = list(mesh.values())
+    out = set()
+    for pair in collective.groups:
+        if len(pair) != 2:
+            continue
+        try:
+            source, target = np.unravel_index(pair, sizes)
+        except ValueError:
+            continue
+        for axis, n, s, t in zip(mesh, sizes, source, target):
+            step = (int(t) - int(s)) % n
+            if step == 1:
+                out.add((axis, +1))
+            if step == n - 1:
+                out.add((axis, -1))
+    return out
+
+
+def rule_problem(rule: CollectiveRule | None, case, hlo: str, replicated) -> str | None:
+    """What the compiled program does against `rule` (None when it keeps to it)."""
+    if rule is None:
+        return None
+    found = parse_collectives(hlo, mesh=case["mesh"])
+    why = f" {rule.why}" if rule.why else ""
+    for c in found:
+        if c.kind in rule.forbidden() and (rule.over is None or (c.axes and set(c.axes) & set(rule.over))):
+            asked = "no communication" if "any" in rule.forbid else f"no {c.kind}"
+            if rule.over is not None:
+                asked += f" over {' or '.join(rule.over)}"
+            return f"your compiled program has {_collective_text(c)}; this exercise asks for {asked}.{why}"
+    for kind in rule.require:
+        if not any(c.kind == kind for c in found):
+            has = ", ".join(sorted({c.kind for c in found})) or "no collective at all"
+            return f"your compiled program has no {kind} (it has {has}); this exercise asks for one.{why}"
+    for kind, limit in rule.max_bytes.items():
+        most = _limit(limit, case)
+        for c in found:
+            if c.kind == kind and c.nbytes > most * (1 + 1e-9):
+                return (f"your compiled program has {_collective_text(c)}, more than this exercise lets one {kind} "
+                        f"move ({fmt(most, 'B')}).{why}")
+    if rule.max_values is not None:
+        most = _limit(rule.max_values, case)
+        arrays = [(dt, dims) for dt, dims in _arrays(hlo)]
+        if arrays:
+            dt, dims = max(arrays, key=lambda a: math.prod(a[1]))
+            if math.prod(dims) > most:
+                return (f"your compiled program builds an array {dt}[{','.join(map(str, dims))}] of "
+                        f"{math.prod(dims):,} values on a device, more than this exercise allows "
+                        f"({int(most):,}).{why}")
+    if rule.both_ways:
+        permutes = [c for c in found if c.kind == "collective-permute"]
+        moves = set().union(*(_directions(c, case["mesh"]) for c in permutes)) if permutes else set()
+        if not any((axis, +1) in moves and (axis, -1) in moves for axis, _ in moves):
+            return f"your compiled program sends its blocks one way round the ring only.{why}"
+    if rule.replicated and replicated is False:
+        return f"your function's result is split over the devices; this exercise asks for it whole on every device.{why}"
+    return None
+
+
+def _summary(case, hlo: str) -> str:
+    found = parse_collectives(hlo, mesh=case["mesh"])
+    if not found:
+        return "has no collectives"
+    kinds = sorted({(c.kind, "".join(c.axes) if c.axes else "?") for c in found})
+    return "communicates by " + ", ".join(f"{k} over {a}" for k, a in kinds)
+
+
+def _entries(n_bad: int, n: int) -> str:
+    if n_bad == n:
+        return "every entry" if n > 1 else "its one entry"
+    share = n_bad / n
+    return f"{n_bad:,} of {n:,} entries ({share:.0%})" if share >= 0.01 else f"{n_bad:,} of {n:,} entries"
+
+
+def _close(got: np.ndarray, want: np.ndarray, rtol: float) -> np.ndarray:
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    atol = rtol * (scale if scale > 0 else 1.0)
+    return np.isfinite(got) & (np.abs(got - want) <= atol + rtol * np.abs(want))
+
+
+def value_problem(exercise, got, want, apply=None) -> tuple[str | None, str | None]:
+    """(what is wrong with the learner's values, the likely cause) or (None, None) when they match.
+
+    `apply` calls a NumPy function on the case's inputs (for the exercise's ``wrong`` methods).
+    """
+    want = np.asarray(want, dtype=float)
+    got = np.asarray(got, dtype=float)
+    if got.shape != want.shape:
+        return (f"your function returned an array of shape {tuple(got.shape)}, and the unsharded result has "
+                f"shape {tuple(want.shape)}", None)
+    ok = _close(got, want, exercise.rtol)
+    if np.all(ok):
+        return None, None
+    text = f"your values differ from the unsharded result on {_entries(int(np.sum(~ok)), ok.size)}"
+    if not np.all(np.isfinite(got)):
+        return text + " (some are NaN or infinite)", None
+    if np.all(_close(got, -want, exercise.rtol)):
+        return text, "every value has the wrong sign"
+    for ratio, why in exercise.mistakes.items():
+        if not isinstance(ratio, tuple) and np.all(_close(got, ratio * want, exercise.rtol)):
+            return text, why
+    for method, why in (exercise.wrong if apply is not None else ()):
+        slipped = np.asarray(apply(method), dtype=float)
+        if slipped.shape == got.shape and np.all(_close(got, slipped, exercise.rtol)):
+            return text, why
+    if np.all(_close(np.sort(got, axis=None), np.sort(want, axis=None), exercise.rtol)):
+        return text, "the right values, in the wrong places (check which block goes where)"
+    return text, None
+
+
+def _decode_output(answer):
+    """The learner's output as an array, or a text saying what it was instead."""
+    from .grade import _Malformed, _decode  # the grader's reading of a recorded value
+
+    kind = answer.get("kind") if isinstance(answer, dict) else None
+    if kind == "unreadable":
+        return None, (f"your function returned {str(answer.get('type', 'an object'))[:60]} "
+                      f"{str(answer.get('repr', ''))[:80]}, which is not an array "
+                      f"({str(answer.get('error', ''))[:120]})")
+    if kind == "function":
+        return None, "your function returned a function, not an array"
+    if kind == "text":
+        return None, "your function returned a string, not an array"
+    if kind == "none":
+        return None, "your function returned None; did it forget `return`?"
+    try:
+        return np.asarray(_decode(answer), dtype=float), None
+    except _Malformed as err:
+        raise ValueError(f"a malformed output ({err})") from None
+
+
+def judge_case(exercise, case, result, reference) -> tuple[str, str | None, str | None]:
+    """(status, problem, likely cause) for one case's `result` (a dict from ``run_jax_case``)."""
+    eid = exercise.id
+    where = label(case)
+    kind = result.get("result") if isinstance(result, dict) else None
+    if kind == "not implemented":
+        return NOT_ATTEMPTED, f"⬜ Exercise {eid}: not attempted (your function still raises NotImplementedError).", None
+    if kind == "unavailable":
+        return INCORRECT, (f"❌ Exercise {eid}: your function could not be run {where}: "
+                           f"{_cut(result.get('message', ''), 240)}"), None
+    if kind == "error":
+        return INCORRECT, (f"❌ Exercise {eid}: your function raised {_cut(result.get('type', 'an error'), 60)}: "
+                           f"{_cut(result.get('message', ''), 240).rstrip('.')} ({where})."), None
+    if kind == "timeout":
+        return INCORRECT, (f"❌ Exercise {eid}: your function did not finish within "
+                           f"{fmt(float(result.get('limit_s', 0)), 's')} {where}."), None
+    if kind == "none":
+        return INCORRECT, f"❌ Exercise {eid}: your function returned None {where}; did it forget `return`?", None
+    got, why_not = _decode_output(result.get("answer"))
+    if why_not:
+        return INCORRECT, f"❌ Exercise {eid}: {why_not} ({where}).", None
+    arrays = input_values(case["arrays"], case["sizes"], case["mesh"], seed=case["seed"],
+                          integers=case.get("integers"))
+    apply = lambda f: f(*arrays, mesh=dict(case["mesh"]), **dict(case.get("kwargs") or {}))  # noqa: E731
+    problem, cause = value_problem(exercise, got, apply(reference), apply)
+    if problem:
+        message = f"❌ Exercise {eid}: not quite {where} — {problem}."
+        if cause:
+            message += f"\n   Likely cause: {cause}."
+        return INCORRECT, message, cause
+    trouble = rule_problem(exercise.rule, case, str(result.get("hlo", "")), result.get("replicated"))
+    if trouble:
+        return INCORRECT, f"❌ Exercise {eid}: the values are right {where}, but {trouble}", None
+    return CORRECT, None, None
+
+
+def _judge_all(exercise, pairs, count: int) -> Verdict:
+    """The Verdict on (case, result) `pairs`, taken in order up to the first failure; `count` cases in all."""
+    reference = exercise.reference()
+    last, seen = None, 0
+    for case, result in pairs:
+        status, message, cause = judge_case(exercise, case, result, reference)
+        if status != CORRECT:
+            return Verdict(exercise.id, status, message, None, cause)
+        last, seen = (case, result), seen + 1
+    if last is None or seen != count:
+        return Verdict(exercise.id, INCORRECT, f"❌ Exercise {exercise.id}: your function was not run on every case.")
+    summary = _summary(last[0], str(last[1].get("hlo", "")))
+    message = (f"✅ Exercise {exercise.id}: correct — your function matches the unsharded result on all "
+               f"{count} cases, and its compiled program {summary}.")
+    if exercise.reason:
+        message += f"\n   {exercise.reason}"
+    return Verdict(exercise.id, CORRECT, message, 0.0)
+
+
+def judge_results(exercise, cases, results) -> Verdict:
+    """The Verdict on the `results` one learner's function gave on `cases` (in order), in the grader's process."""
+    return _judge_all(exercise, zip(cases, results), len(cases) if len(results) == len(cases) else -1)
+
+
+def run_and_judge(exercise, function: Callable, cases=None) -> Verdict:
+    """In the learner's own process (an interactive ``check``): run `function` case by case, judging as it goes."""
+    from .record import run_jax_case
+
+    cases = [dict(c) for c in (exercise.cases if cases is None else cases)]
+    return _judge_all(exercise, ((case, run_jax_case(function, case)) for case in cases), len(cases))
