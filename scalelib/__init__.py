@@ -50,6 +50,7 @@ from ._jax_bridge import (
     sharded_matmul_collectives,
     simulated_mesh,
 )
+from ._jax_collectives import input_values, measure_jax_time_s, sharded_inputs
 from ._matmul_plan import Collective, MatmulPlan, Reshard, plan_matmul, plan_reshard
 from ._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
 from ._plot import plot_roofline
@@ -112,6 +113,8 @@ __all__ = [
     # JAX on simulated devices: the collectives XLA compiles (chapters 3, 10)
     "CompiledCollective", "compiled_collectives", "parse_collectives", "sharded_matmul_collectives", "simulated_mesh",
     "PlanComparison", "PlanRow", "compare_with_plan",
+    # JAX programs on simulated devices: seeded sharded inputs, timings (chapter 10)
+    "input_values", "sharded_inputs", "measure_jax_time_s",
     # parallelism rooflines (chapters 5, 12)
     "data_parallel_critical_batch", "pipeline_bubble_fraction", "tensor_parallel_max_degree",
     # GPUs: CUDA cores, a node's switches, collectives level by level, rooflines of EP, PP and MoE (chapter 12)
