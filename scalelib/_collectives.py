@@ -6,14 +6,28 @@ ReduceScatter or AllReduce, the array being transposed by an AllToAll), the
 topology, and which part of it takes part: `axes` of a :class:`TpuSlice` (``"X"``, ``"XY"``, ``("X", "Y")``), or a
 `group` of GPUs of a :class:`GpuCluster`.
 
-On a TPU torus (How to Scale Your Model, ch. 3), with W the bandwidth a chip
-has along an axis (bidirectional per link with wraparound, one-way without):
+On a TPU slice (How to Scale Your Model, ch. 3), an axis of n chips is a ring
+when it has wraparound links and a line when it does not. With W the bandwidth
+a chip has along the axis (bidirectional per link on a ring, one way on a line),
+T_hop ≈ 1 µs per hop and hops = n // 2 round a ring, n − 1 along a line:
 
-    T_AllGather = T_ReduceScatter = max(T_hop · hops, V / ΣW)   over the axes used
-    T_AllReduce = 2 · T_AllGather          T_AllToAll = T_AllGather / 4
+    T_AllGather = T_ReduceScatter = max(T_hop · hops, V / W)              on a ring (the book's form)
+                                  = max(T_hop · hops, (n − 1)/n · V / W)  on a line
+    over several axes the rates add: V / (N_axes · W) on rings
+    T_AllReduce = 2 · T_AllGather (a ReduceScatter then an AllGather: bytes and hops both twice)
+    T_AllToAll  = max(T_hop · hops, V · max(n) / (4 · N · W))  over N chips (V / (4 · W) on one ring)
 
-so once bandwidth-bound the time does not depend on the ring's length. On GPUs
-(ch. 12), inside a node V·(N−1)/(N·W_gpu) with W_gpu a GPU's NVLink bandwidth;
+On a ring whole shards travel both ways, n // 2 hops each, so each direction of a
+link carries half of V: V / W with W bidirectional, as the book writes it. A line
+has no way round: the one link into an end chip brings it all but its own 1/n
+of V, one way, which is the book's 3 · 8.4 MB / 4.5e10 B/s ≈ 560 µs for pop quiz 2.
+Either way, once bandwidth-bound, the time hardly depends on the axis' length.
+The AllToAll is the book's bisection bound: each half of the chips sends the
+other a quarter of V, across the cut through the longest axis (two links per
+ring, one per line). :func:`ring_link_bytes` counts what each link of a ring
+carries, one way or both (the book's Q10).
+
+On GPUs (ch. 12), inside a node V·(N−1)/(N·W_gpu) with W_gpu a GPU's NVLink bandwidth;
 across M nodes of n GPUs, level by level: V·(n−1)/(n·W_gpu) inside each node and
 V·(M−1)/(M·W_node) through the node's egress (divided by the fat tree's
 oversubscription), and the larger of the two binds; AllToAll inside a
@@ -21,6 +35,9 @@ node V·(N−1)/(N²·W_gpu), about V / (8·W_gpu) for N = 8.
 """
 
 from __future__ import annotations
+
+import math
+import re
 
 import numpy as np
 
@@ -32,35 +49,95 @@ from ._validate import count, nonnegative, shown
 #: Latency of one step of a collective between GPUs (NVLink or InfiniBand), a few µs.
 GPU_STEP_LATENCY_S = 5e-6
 
-_FACTOR = {"AllGather": 1.0, "ReduceScatter": 1.0, "AllReduce": 2.0, "AllToAll": 0.25}
-
 
 def _zero(name, V, what):
     return Derivation(f"T_{name}", f"0 (one {what}: nothing to move)", "", plain(0.0 * V), "s")
 
 
+def _axis_modes(topo: TpuSlice, used) -> list[tuple[str, int, str, float]]:
+    """(axis, n, mode, W) per axis used: mode "ring" (wraparound) or "line" (none); W the bandwidth
+    a chip has along it (B/s), both directions of a link on a ring, one on a line."""
+    return [(a, topo.mesh[a], "ring" if topo.wraparound[topo.axis_names.index(a)] else "line",
+             topo.axis_bytes_per_s(a)) for a in used]
+
+
+# Which W an axis uses, and why, by collective (gathers and reductions; AllToAlls).
+_WHERE_W = {
+    ("gather", "ring"): "W: both ways of a link on a ring with wraparound (shards go both ways round: the book's V / W)",
+    ("gather", "line"): "W: one way on a line without wraparound (the link into an end chip brings it (n − 1)/n of V)",
+    ("alltoall", "ring"): "W: both ways of a link on a ring with wraparound (a cut across it crosses 2 links per ring)",
+    ("alltoall", "line"): "W: one way on a line without wraparound (a cut across it crosses 1 link per line)",
+}
+_WHERE_HOPS = {"ring": "n // 2 round a ring", "line": "n − 1 along a line"}
+
+
 def _torus(name: str, nbytes, V, topo: TpuSlice, axes, hop_latency_s: float) -> Derivation:
     names = topo.axes(axes)
-    used = [a for a in names if topo.shape[topo.axis_names.index(a)] > 1]
+    used = [a for a in names if topo.mesh[a] > 1]
     axes_text = "".join(names)
     if not used:
         return _zero(name, V, "chip")
-    W = sum(topo.axis_bytes_per_s(a) for a in used)
-    hops = sum(n // 2 if w else n - 1 for a, n, w in zip(topo.axis_names, topo.shape, topo.wraparound) if a in used)
-    factor = _FACTOR[name]
-    # AllToAll's latency is that of one pass; AllReduce makes two passes.
+    rows = _axis_modes(topo, used)
+    hops = sum(n // 2 if mode == "ring" else n - 1 for _, n, mode, _ in rows)
+    # AllReduce is a ReduceScatter then an AllGather: twice the bytes and twice the hops.
     passes = 2 if name == "AllReduce" else 1
     latency = passes * hops * hop_latency_s
-    value = plain(np.maximum(latency, factor * V / W))
-    prefix = {1.0: "", 2.0: "2 · ", 0.25: "¼ · "}[factor]
-    hop_prefix = "2 · " if passes == 2 else ""
+    pre = "2 · " if passes == 2 else ""
+    Ws = [W for *_, W in rows]
+    same_W = all(W == Ws[0] for W in Ws)
+    if name == "AllToAll":
+        bandwidth_s, text, subs = _alltoall_terms(nbytes, V, rows, same_W)
+    else:
+        bandwidth_s, text, subs = _gather_terms(nbytes, V, rows, same_W, passes)
+    value = plain(np.maximum(latency, bandwidth_s))
+    modes = list(dict.fromkeys(mode for _, _, mode, _ in rows))
+    kind = "alltoall" if name == "AllToAll" else "gather"
+    where = ["V: bytes of the whole array"] + [_WHERE_W[kind, m] for m in modes]
+    if text.endswith("Σ W_eff"):
+        where.append("W_eff: W on a ring, W · n/(n − 1) on a line (the axes' rates add)")
+    if re.search(r"\bn\b", text) or text.endswith("Σ W_eff"):
+        where.append("n: chips along an axis" + ("; N: chips over all the axes used" if re.search(r"\bN\b", text) else ""))
+    where.append(f"hops: {', '.join(_WHERE_HOPS[m] for m in modes)} (over {''.join(used)}); T_hop: one hop's latency")
     return Derivation(
-        f"T_{name}({axes_text})", f"max({hop_prefix}T_hop · hops, {prefix}V / W)",
-        lambda: f"max({hop_prefix}{q(hop_latency_s, 's')} · {hops}, {prefix}{q(nbytes, 'B')} / {q(W, 'B/s')})",
-        value, "s",
-        where=(f"V: bytes of the whole array; W: bandwidth a chip has over the axes used ({''.join(used)}); "
-               f"hops: ring lengths' worth of hops",),
+        f"T_{name}({axes_text})", f"max({pre}T_hop · hops, {text})",
+        lambda: f"max({pre}{q(hop_latency_s, 's')} · {hops}, {subs()})",
+        value, "s", where=("; ".join(where),),
     )
+
+
+def _gather_terms(nbytes, V, rows, same_W, passes):
+    """An AllGather's (ReduceScatter's; AllReduce's, twice) bandwidth term over the axes `rows`."""
+    # Each axis alone takes c · V / W: c = 1 on a ring with wraparound (the book's form), (n − 1)/n on a
+    # line. Several axes share the work, adding their rates W / c: V / (N_axes · W) on rings.
+    rates = [W if mode == "ring" else W * n / (n - 1) for _, n, mode, W in rows]
+    value = passes * V / sum(rates)
+    pre = "2 · " if passes == 2 else ""
+    (_, n, mode, W) = rows[0]
+    if len(rows) == 1 and mode == "ring":
+        return value, f"{pre}V / W", lambda: f"{pre}{q(nbytes, 'B')} / {q(W, 'B/s')}"
+    if len(rows) == 1:
+        return value, f"{pre}(n − 1)/n · V / W", lambda: f"{pre}{n - 1}/{n} · {q(nbytes, 'B')} / {q(W, 'B/s')}"
+    if all(m == "ring" for _, _, m, _ in rows) and same_W:
+        return value, f"{pre}V / (N_axes · W)", lambda: f"{pre}{q(nbytes, 'B')} / ({len(rows)} · {q(W, 'B/s')})"
+    return value, f"{pre}V / Σ W_eff", lambda: f"{pre}{q(nbytes, 'B')} / ({' + '.join(q(r, 'B/s') for r in rates)})"
+
+
+def _alltoall_terms(nbytes, V, rows, same_W):
+    """An AllToAll's bandwidth term over the axes `rows`: the book's V · max(n) / (4 · N · W), axis by axis."""
+    N = math.prod(n for _, n, _, _ in rows)
+    # The cut across an axis of n splits the N chips in two halves, each sending the other a quarter of V,
+    # over N/n rings' 2 links each way (W both ways) or N/n lines' 1 link (W one way): V · n / (4 · N · W).
+    terms = [V * n / (4 * N * W) for _, n, _, W in rows]
+    value = np.maximum.reduce([np.asarray(t, dtype=float) for t in terms])
+    if len(rows) == 1:
+        W = rows[0][3]
+        return value, "V / (4 · W)", lambda: f"{q(nbytes, 'B')} / (4 · {q(W, 'B/s')})"
+    m = max(n for _, n, _, _ in rows)
+    if same_W:
+        W = rows[0][3]
+        return value, "V · max(n) / (4 · N · W)", lambda: f"{q(nbytes, 'B')} · {m} / (4 · {N} · {q(W, 'B/s')})"
+    return value, "max over axes of V · n / (4 · N · W)", lambda: (
+        "max(" + ", ".join(f"{q(nbytes, 'B')} · {n} / (4 · {N} · {q(W, 'B/s')})" for _, n, _, W in rows) + ")")
 
 
 def _gpu(name: str, nbytes, V, topo: GpuCluster, group, step_latency_s: float) -> Derivation:
@@ -141,8 +218,15 @@ def _collective(name: str, nbytes, topology, axes, group, latency_s) -> Derivati
 def allgather_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None):
     """Time to AllGather an array of `nbytes` in total (the gathered size).
 
+    On a TPU axis with wraparound (a ring) this is the book's V / W with W the
+    bidirectional bandwidth; on an axis without it (a line) the link into an end
+    chip carries (n − 1)/n of V one way, so W is one-way and the (n − 1)/n stays.
+    Small arrays are latency-bound: about 1 µs per hop.
+
     Formula:
-        torus: max(T_hop · hops, V / ΣW) over the axes used;
+        torus: max(T_hop · hops, V / W) on a ring (W bidirectional, n // 2 hops),
+        max(T_hop · hops, (n − 1)/n · V / W) on a line (W one way, n − 1 hops),
+        V / (N_axes · W) over several rings (rates W·n/(n − 1) of lines add);
         GPUs: max(steps · T_step, V·(n−1)/(n·W_gpu), V·(M−1)/(M·W_node)) with n GPUs in each of M nodes
 
     Args:
@@ -162,6 +246,8 @@ def allgather_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None)
         >>> from scalelib import tpu_slice, fmt
         >>> fmt(allgather_time_s(2048 * 8192 * 2, tpu_slice((16, 16), "tpu-v5e"), axes="X"), "s")
         '373 µs'
+        >>> fmt(allgather_time_s(2048 * 8192 * 2, tpu_slice({"X": 8, "Y": 4}, "tpu-v5e"), axes="Y"), "s")  # a line
+        '559 µs'
     """
     return _collective("AllGather", nbytes, topology, axes, group, latency_s)
 
@@ -171,7 +257,7 @@ def reducescatter_time_s(nbytes, topology, *, axes=None, group=None, latency_s=N
     """Time to ReduceScatter an unreduced array of `nbytes` (per chip): the transpose of AllGather, at the same cost.
 
     Formula:
-        T_ReduceScatter = T_AllGather
+        T_ReduceScatter = T_AllGather (the same bytes cross the same links, the other way)
 
     Args:
         nbytes: V, bytes of the unreduced array each chip holds (B), >= 0.
@@ -196,7 +282,8 @@ def allreduce_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None)
     """Time to AllReduce an array of `nbytes`: a ReduceScatter then an AllGather, twice the cost of either.
 
     Formula:
-        T_AllReduce = 2 · T_AllGather (bandwidth and latency terms both doubled)
+        T_AllReduce = T_ReduceScatter + T_AllGather = 2 · T_AllGather (bandwidth and latency terms both doubled):
+        torus max(2 · T_hop · hops, 2 · V / W) on a ring, max(2 · T_hop · hops, 2 · (n − 1)/n · V / W) on a line
 
     Args:
         nbytes: V, bytes of the array (B), >= 0.
@@ -220,8 +307,15 @@ def allreduce_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None)
 def alltoall_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None):
     """Time to AllToAll an array of `nbytes` in total.
 
+    On a TPU slice this is the book's bisection bound: each half of the N chips sends
+    the other a quarter of V across the cut through the longest axis, over two links
+    per ring (one per line) for each of the N / n rings or lines it cuts. Round one
+    ring that is a quarter of an AllGather.
+
     Formula:
-        torus: T_AllGather / 4 (bidirectional ring); GPUs: V·(N−1)/(N²·W_gpu) ≈ V/(8·W_gpu) for N = 8
+        torus: max(T_hop · hops, V · max(n) / (4 · N · W)) over N chips, V / (4 · W) on one
+        axis (W bidirectional on a ring, one way on a line);
+        GPUs: V·(N−1)/(N²·W_gpu) ≈ V/(8·W_gpu) for N = 8
 
     Args:
         nbytes: V, bytes of the whole array (B), >= 0.
@@ -237,5 +331,8 @@ def alltoall_time_s(nbytes, topology, *, axes=None, group=None, latency_s=None):
         >>> from scalelib import tpu_slice, fmt
         >>> fmt(alltoall_time_s(2048 * 8192 * 2, tpu_slice((16, 16), "tpu-v5e"), axes="X"), "s")
         '93.2 µs'
+        >>> pod = tpu_slice((16, 16), "tpu-v5e")
+        >>> fmt(alltoall_time_s(2**30, pod, axes="X"), "s"), fmt(alltoall_time_s(2**30, pod, axes="XY"), "s")
+        ('2.98 ms', '186 µs')
     """
     return _collective("AllToAll", nbytes, topology, axes, group, latency_s)
