@@ -152,6 +152,10 @@ CALLS = {
                                    {"dtype": "bf16", "out_spec": ("X", None)}),
     "compare_with_plan": (sl.compare_with_plan, ("A[I, J_X] · B[J_X, K]", {"I": 8, "J": 8, "K": 8}, {"X": 1}),
                           {"dtype": "bf16"}),
+    "input_values": (sl.input_values, (["A[S_X, D]", "B[S_X]"], {"S": 4, "D": 2, "E": 3}, {"X": 2}),
+                     {"seed": 1, "integers": {"B": "E"}}),
+    "sharded_inputs": (sl.sharded_inputs, (["A[S, D]"], {"S": 4, "D": 2}, {"X": 1}), {"seed": 0, "integers": None}),
+    "measure_jax_time_s": (sl.measure_jax_time_s, (abs, 1.0), {"repeats": 1}),
     "check": (sl.check, ("1.1", 590), {}),
     "verdict": (sl.verdict, ("1.1", 590), {}),
     "exercises": (sl.exercises, (1,), {}),
@@ -172,14 +176,14 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "draw_fat_tree", "draw_chip", "plot_spec_comparison", "check", "verdict", "exercises",
                "systolic_matmul", "systolic_trace", "animate_systolic", "systolic_animation_html",
                "simulated_mesh", "parse_collectives", "compiled_collectives", "sharded_matmul_collectives",
-               "compare_with_plan",
+               "compare_with_plan", "input_values", "sharded_inputs", "measure_jax_time_s",
                "sharding", "Sharding", "Sharding.splits", "Sharding.shard_shape", "Sharding.partition_spec",
                "draw_sharding"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
         "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
         "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",
         "simulated_mesh", "compiled_collectives", "sharded_matmul_collectives", "draw_sharding",
-        "compare_with_plan"}
+        "compare_with_plan", "sharded_inputs", "measure_jax_time_s"}
 
 
 @pytest.fixture(autouse=True)
