@@ -424,8 +424,9 @@ def latency_bound_bytes(topology, *, axes=None, group=None, collective="allgathe
     book's 45 kB on TPU v5e (4.5e10 B/s one way).
 
     Formula:
-        V* = T_latency / (T_bandwidth per byte); on a torus V* = T_hop · hops · ΣW / factor
-        (factor 1 for AllGather and ReduceScatter, 2 for AllReduce with twice the hops, ¼ for AllToAll)
+        V* = T_latency / (T_bandwidth per byte); on a torus V* = T_hop · hops · ΣW_eff for AllGather,
+        ReduceScatter and AllReduce (twice the hops and twice the bytes), with W_eff = W on a ring and
+        W · n/(n−1) on a line of n chips; for AllToAll V* = T_hop · hops · 4 · N · W / max(n)
 
     Args:
         topology: a :class:`TpuSlice` or a :class:`GpuCluster`.
