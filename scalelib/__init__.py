@@ -52,6 +52,7 @@ from ._jax_bridge import (
 )
 from ._jax_collectives import input_values, measure_jax_time_s, sharded_inputs
 from ._matmul_plan import Collective, MatmulPlan, Reshard, plan_matmul, plan_reshard
+from ._models import LatentAttention, ModelSpec, model, models, register_model
 from ._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
 from ._plot import plot_roofline
 from ._probe import measure_copy_time_s, measure_machine, measure_matmul_time_s
@@ -82,6 +83,17 @@ from ._systolic import (
 )
 from ._tiles import Tile, best_tile, search_tiles, tile_intensity, tile_smem_bytes
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_pod, tpu_slice
+from ._transformer import (
+    attention_crossover_seq_len,
+    forward_flops,
+    kv_cache_bytes,
+    moe_critical_batch_size,
+    param_bytes,
+    params,
+    train_flops,
+    training_state_bytes,
+)
+from ._transformer_plots import plot_model_breakdown
 from ._twisted import torus_max_hops, torus_mean_hops
 from ._units import fmt
 from ._vector import vector_critical_intensity, vector_flops_per_s
@@ -123,6 +135,10 @@ __all__ = [
     "hierarchical_data_parallel_critical_batch", "switch_bytes", "ragged_alltoall_time_s", "allreduce_latency_s",
     "moe_data_parallel_critical_batch", "expert_parallel_critical_width", "pipeline_comms_time_s",
     "host_transfer_time_s",
+    # Transformer shapes and their math: parameters, FLOPs, KV cache, training memory (chapter 4)
+    "LatentAttention", "ModelSpec", "model", "models", "register_model", "params", "param_bytes",
+    "training_state_bytes", "forward_flops", "train_flops", "attention_crossover_seq_len", "kv_cache_bytes",
+    "moe_critical_batch_size", "plot_model_breakdown",
     # GPU kernel tiles (chapter 12)
     "Tile", "best_tile", "search_tiles", "tile_intensity", "tile_smem_bytes",
     # pictures of the hardware (chapters 2, 12)

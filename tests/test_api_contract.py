@@ -28,6 +28,7 @@ CLUSTER = sl.gpu_cluster(2, "h100")
 H100 = sl.chip("h100")
 TRACE = sl.systolic_trace([[1, 2], [3, 4]], [[1, 0], [2, 1]])
 SHARDING = sl.sharding("A[I_X, J_Y]", {"X": 2, "Y": 2})
+LLAMA = sl.model("llama-3-70b")
 
 #: A valid call of every public callable: (callable, positional args, keyword args).
 #: Methods of the public classes are included, bound to an instance.
@@ -156,6 +157,28 @@ CALLS = {
                      {"seed": 1, "integers": {"B": "E"}}),
     "sharded_inputs": (sl.sharded_inputs, (["A[S, D]"], {"S": 4, "D": 2}, {"X": 1}), {"seed": 0, "integers": None}),
     "measure_jax_time_s": (sl.measure_jax_time_s, (abs, 1.0), {"repeats": 1}),
+    "LatentAttention": (sl.LatentAttention, (), {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+                                                 "v_head_dim": 128, "q_lora_rank": 1536}),
+    "ModelSpec": (sl.ModelSpec, (), {"L": 2, "D": 64, "F": 256, "N": 4, "K": 2, "H": 16, "V": 100, "E": 4, "k": 2}),
+    "ModelSpec.derive": (LLAMA.derive, ("llama-variant",), {"K": 64}),
+    "ModelSpec.source_of": (LLAMA.source_of, ("published_params",), {}),
+    "model": (sl.model, ("llama-3-70b",), {}),
+    "models": (sl.models, (), {}),
+    "register_model": (sl.register_model, ({"name": "probe-model", "L": 2, "D": 64, "F": 256, "N": 4, "K": 2,
+                                            "H": 16, "V": 100},), {"replace": True}),
+    "params": (sl.params, ("mixtral-8x7b",), {"component": "mlp", "active": True}),
+    "param_bytes": (sl.param_bytes, ("llama-3-8b",), {"dtype": "int8", "active": False}),
+    "training_state_bytes": (sl.training_state_bytes, ("llama-3-8b",), {"param_dtype": "bf16", "grad_dtype": "bf16",
+                                                                        "optimizer": "adam", "optimizer_dtype": "f32"}),
+    "forward_flops": (sl.forward_flops, ("llama-3-8b",), {"seq_len": 4096, "tokens": 8192, "component": "total",
+                                                          "causal": True}),
+    "train_flops": (sl.train_flops, ("deepseek-v3",), {"seq_len": 4096, "tokens": 4096, "component": "dot_product",
+                                                       "causal": False, "remat": "full"}),
+    "attention_crossover_seq_len": (sl.attention_crossover_seq_len, ("llama-3-70b",), {"causal": True}),
+    "kv_cache_bytes": (sl.kv_cache_bytes, ("llama-3-70b",), {"tokens": 8192, "dtype": "int8"}),
+    "moe_critical_batch_size": (sl.moe_critical_batch_size, ("deepseek-v3", "tpu-v5e"), {"dtype": "bf16",
+                                                                                         "weight_dtype": "int8"}),
+    "plot_model_breakdown": (sl.plot_model_breakdown, (["llama-3-8b"],), {"seq_lens": (4096,), "causal": False}),
     "check": (sl.check, ("1.1", 590), {}),
     "verdict": (sl.verdict, ("1.1", 590), {}),
     "exercises": (sl.exercises, (1,), {}),
@@ -167,7 +190,8 @@ NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValue
               "CompiledCollective", "MatmulPlan", "Reshard", "PlanComparison", "PlanRow"}
 #: Parameters that may take a default and still be positional: the subject of a listing or a plot.
 POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "chapter"), ("plot_roofline", "chips"),
-                       ("plot_spec_comparison", "chips"), ("fmt", "unit"), ("gpu_cluster", None)}
+                       ("plot_spec_comparison", "chips"), ("plot_model_breakdown", "models"), ("fmt", "unit"),
+                       ("gpu_cluster", None)}
 #: Callables that compute no quantity, so have no derivation (they list, look up, draw or check).
 NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip", "load_chips", "ChipSpec",
                "ChipSpec.derive", "ChipSpec.source_of", "tpu_slice", "tpu_pod", "gpu_cluster", "TpuSlice",
@@ -178,12 +202,14 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "simulated_mesh", "parse_collectives", "compiled_collectives", "sharded_matmul_collectives",
                "compare_with_plan", "input_values", "sharded_inputs", "measure_jax_time_s",
                "sharding", "Sharding", "Sharding.splits", "Sharding.shard_shape", "Sharding.partition_spec",
-               "draw_sharding"}
+               "draw_sharding", "LatentAttention", "ModelSpec", "ModelSpec.derive", "ModelSpec.source_of", "model",
+               "models", "register_model", "plot_model_breakdown"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
         "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
         "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",
         "simulated_mesh", "compiled_collectives", "sharded_matmul_collectives", "draw_sharding",
-        "compare_with_plan", "sharded_inputs", "measure_jax_time_s"}
+        "compare_with_plan", "sharded_inputs", "measure_jax_time_s",
+        "plot_model_breakdown"}
 
 
 @pytest.fixture(autouse=True)
@@ -209,7 +235,8 @@ def _public_methods(cls):
          if callable(member) and not name.startswith("_")})
 
 
-@pytest.mark.parametrize("cls", [sl.ChipSpec, sl.TpuSlice, sl.GpuCluster, sl.Sharding], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [sl.ChipSpec, sl.TpuSlice, sl.GpuCluster, sl.Sharding, sl.ModelSpec],
+                         ids=lambda c: c.__name__)
 def test_every_public_method_is_covered_here(cls):
     methods = _public_methods(cls)
     if cls is sl.GpuCluster:  # the totals it shares with TpuSlice are called on a slice too
