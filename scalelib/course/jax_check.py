@@ -157,7 +157,7 @@ def _directions(collective, mesh: dict) -> set[tuple[str, int]]:
         if len(pair) != 2:
             continue
         try:
-            source, target = np.unravel_index(pair, sizes)
+            source, target = np.unravel_index(pair[0], sizes), np.unravel_index(pair[1], sizes)
         except ValueError:
             continue
         for axis, n, s, t in zip(mesh, sizes, source, target):
