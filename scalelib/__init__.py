@@ -56,6 +56,24 @@ from ._models import LatentAttention, ModelSpec, model, models, register_model
 from ._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
 from ._plot import plot_roofline
 from ._probe import measure_copy_time_s, measure_machine, measure_matmul_time_s
+from ._profile import (
+    HloArray,
+    HloOp,
+    HloSummary,
+    RooflineCheck,
+    Trace,
+    TraceEvent,
+    TraceOp,
+    XlaCost,
+    capture_trace,
+    compare_with_roofline,
+    cost_analysis,
+    hlo_array,
+    hlo_summary,
+    plot_trace,
+    prediction_table,
+    read_trace,
+)
 from ._ring import ring_link_bytes
 from ._roofline import (
     Roofline,
@@ -127,6 +145,10 @@ __all__ = [
     "PlanComparison", "PlanRow", "compare_with_plan",
     # JAX programs on simulated devices: seeded sharded inputs, timings (chapter 10)
     "input_values", "sharded_inputs", "measure_jax_time_s",
+    # profiling: HLO, XLA's cost analysis, the JAX profiler's traces, predictions against measurements (chapter 9)
+    "HloArray", "HloOp", "HloSummary", "hlo_array", "hlo_summary", "XlaCost", "cost_analysis",
+    "Trace", "TraceEvent", "TraceOp", "capture_trace", "read_trace", "plot_trace",
+    "RooflineCheck", "compare_with_roofline", "prediction_table",
     # parallelism rooflines (chapters 5, 12)
     "data_parallel_critical_batch", "pipeline_bubble_fraction", "tensor_parallel_max_degree",
     # GPUs: CUDA cores, a node's switches, collectives level by level, rooflines of EP, PP and MoE (chapter 12)

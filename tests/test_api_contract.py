@@ -28,6 +28,24 @@ CLUSTER = sl.gpu_cluster(2, "h100")
 H100 = sl.chip("h100")
 TRACE = sl.systolic_trace([[1, 2], [3, 4]], [[1, 0], [2, 1]])
 SHARDING = sl.sharding("A[I_X, J_Y]", {"X": 2, "Y": 2})
+PROBE_CPU = sl.ChipSpec("probe-cpu", "cpu", "a test", f32_flops_per_s=1e11, hbm_bytes_per_s=1e10)
+
+
+def _profile_trace() -> str:
+    """A trace file as the JAX profiler writes one (gzipped Chrome trace events): one XLA op of 1 ms."""
+    import gzip
+    import json
+    import os
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(prefix="scalelib-contract-"), "host.trace.json.gz")
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        json.dump({"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 1000, "name": "fusion",
+                                    "args": {"hlo_op": "fusion", "hlo_module": "jit_f"}}]}, handle)
+    return path
+
+
+PROFILE_TRACE = _profile_trace()
 LLAMA = sl.model("llama-3-70b")
 
 #: A valid call of every public callable: (callable, positional args, keyword args).
@@ -157,6 +175,15 @@ CALLS = {
                      {"seed": 1, "integers": {"B": "E"}}),
     "sharded_inputs": (sl.sharded_inputs, (["A[S, D]"], {"S": 4, "D": 2}, {"X": 1}), {"seed": 0, "integers": None}),
     "measure_jax_time_s": (sl.measure_jax_time_s, (abs, 1.0), {"repeats": 1}),
+    "hlo_array": (sl.hlo_array, ("bf16[8,128]{1,0:T(8,128)(2,1)}",), {}),
+    "hlo_summary": (sl.hlo_summary, ("%x = f32[8]{0} parameter(0)",), {"mesh": {"X": 1}}),
+    "cost_analysis": (sl.cost_analysis, (abs, 1.0), {"optimized": True}),
+    "capture_trace": (sl.capture_trace, (abs, 1.0), {"repeats": 1}),
+    "read_trace": (sl.read_trace, (PROFILE_TRACE,), {}),
+    "plot_trace": (sl.plot_trace, (PROFILE_TRACE,), {"min_duration_s": 0.0}),
+    "compare_with_roofline": (sl.compare_with_roofline, (abs, 1.0), {"chip": PROBE_CPU, "dtype": "f32", "repeats": 1,
+                                                                     "name": "abs"}),
+    "prediction_table": (sl.prediction_table, ([],), {}),
     "LatentAttention": (sl.LatentAttention, (), {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
                                                  "v_head_dim": 128, "q_lora_rank": 1536}),
     "ModelSpec": (sl.ModelSpec, (), {"L": 2, "D": 64, "F": 256, "N": 4, "K": 2, "H": 16, "V": 100, "E": 4, "k": 2}),
@@ -187,7 +214,8 @@ CALLS = {
 #: Public names that are not called: constants, errors, and records scalelib makes and hands out.
 NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValueError",
               "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "SystolicTrace", "Collective",
-              "CompiledCollective", "MatmulPlan", "Reshard", "PlanComparison", "PlanRow"}
+              "CompiledCollective", "MatmulPlan", "Reshard", "PlanComparison", "PlanRow",
+              "HloArray", "HloOp", "HloSummary", "XlaCost", "Trace", "TraceEvent", "TraceOp", "RooflineCheck"}
 #: Parameters that may take a default and still be positional: the subject of a listing or a plot.
 POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "chapter"), ("plot_roofline", "chips"),
                        ("plot_spec_comparison", "chips"), ("plot_model_breakdown", "models"), ("fmt", "unit"),
@@ -203,13 +231,15 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "compare_with_plan", "input_values", "sharded_inputs", "measure_jax_time_s",
                "sharding", "Sharding", "Sharding.splits", "Sharding.shard_shape", "Sharding.partition_spec",
                "draw_sharding", "LatentAttention", "ModelSpec", "ModelSpec.derive", "ModelSpec.source_of", "model",
-               "models", "register_model", "plot_model_breakdown"}
+               "models", "register_model", "plot_model_breakdown",
+               "hlo_array", "hlo_summary", "cost_analysis", "capture_trace", "read_trace", "plot_trace",
+               "compare_with_roofline", "prediction_table"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
         "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
         "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",
         "simulated_mesh", "compiled_collectives", "sharded_matmul_collectives", "draw_sharding",
         "compare_with_plan", "sharded_inputs", "measure_jax_time_s",
-        "plot_model_breakdown"}
+        "plot_model_breakdown", "cost_analysis", "capture_trace", "plot_trace", "compare_with_roofline"}
 
 
 @pytest.fixture(autouse=True)
