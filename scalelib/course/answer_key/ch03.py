@@ -22,9 +22,9 @@ from ..._derivation import Derivation, explain, q
 from ..._errors import InvalidValueError
 from ..._matmul_plan import plan_matmul, plan_reshard
 from ..._ring import ring_link_bytes
-from ..._roofline import t_comms_s, t_math_s
+from ..._roofline import t_comms_s
 from ..._sharding import latency_bound_bytes, sharding
-from ..._specs import bytes_per_value, chip
+from ..._specs import bytes_per_value
 from ..._topology import ICI_HOP_LATENCY_S, TpuSlice, tpu_pod, tpu_slice
 from ..._twisted import torus_max_hops
 
@@ -149,19 +149,19 @@ _V5E_8x4 = tpu_slice((8, 4), "tpu-v5e")          # neither axis spans the pod's 
 _3_4 = dict(expr="[E_Y, F] -> [E, F]", sizes={"E": 4096, "F": 4096})
 
 
-def _only_step(expr, sizes, topology) -> Derivation:
-    """The derivation of the one collective `plan_reshard` finds for `expr`."""
+def _only_step(expr, sizes, topology):
+    """The one collective (a :class:`Collective`, with its V and derivation) `plan_reshard` finds for `expr`."""
     (step,) = plan_reshard(expr, sizes, topology).steps
-    return step.derivation
+    return step
 
 
 def _3_4_reference() -> Derivation:
     """Reference for 3.4: the AllGather over Y of a v5e 8x4 slice, planned by plan_reshard."""
-    return _only_step(_3_4["expr"], _3_4["sizes"], _V5E_8x4)
+    return _only_step(_3_4["expr"], _3_4["sizes"], _V5E_8x4).derivation
 
 
 def _3_4_bytes() -> float:
-    return plan_reshard(_3_4["expr"], _3_4["sizes"], _V5E_8x4).steps[0].nbytes
+    return _only_step(_3_4["expr"], _3_4["sizes"], _V5E_8x4).nbytes
 
 
 register(Exercise(
@@ -186,11 +186,11 @@ _3_5 = dict(expr="[E_X, F] -> [E, F]", sizes={"E": 128, "F": 128})
 
 
 def _3_5_reference() -> Derivation:
-    return _only_step(_3_5["expr"], _3_5["sizes"], _V5E_8x4)
+    return _only_step(_3_5["expr"], _3_5["sizes"], _V5E_8x4).derivation
 
 
 def _3_5_bytes() -> float:
-    return plan_reshard(_3_5["expr"], _3_5["sizes"], _V5E_8x4).steps[0].nbytes
+    return _only_step(_3_5["expr"], _3_5["sizes"], _V5E_8x4).nbytes
 
 
 register(Exercise(
@@ -217,11 +217,11 @@ _3_6 = dict(expr="[B_Z] -> [B]", sizes={"B": 512})
 
 
 def _3_6_reference() -> Derivation:
-    return _only_step(_3_6["expr"], _3_6["sizes"], _V5P_4x4x8)
+    return _only_step(_3_6["expr"], _3_6["sizes"], _V5P_4x4x8).derivation
 
 
 def _3_6_time(slice_: TpuSlice, latency_s=None) -> float:
-    V = plan_reshard(_3_6["expr"], _3_6["sizes"], _V5P_4x4x8).steps[0].nbytes
+    V = _only_step(_3_6["expr"], _3_6["sizes"], _V5P_4x4x8).nbytes
     return allgather_time_s(V, slice_, axes="Z", latency_s=latency_s)
 
 
@@ -255,7 +255,7 @@ def _3_7_times() -> np.ndarray:
 
 def _3_7_reference() -> Derivation:
     names = ("T_AG_X", "T_AG_XY", "T_AR_Z")
-    parts = [_named(_only_step(e, _3_7["sizes"], _V4P_CUBE), n) for e, n in zip(_3_7["exprs"], names)]
+    parts = [_named(_only_step(e, _3_7["sizes"], _V4P_CUBE).derivation, n) for e, n in zip(_3_7["exprs"], names)]
     return define(_listed("[AllGather_X, AllGather_XY, AllReduce_Z]", parts, "s"), _N_AXES)
 
 
@@ -267,7 +267,7 @@ def _3_7_slip(index: int, wrong: float) -> tuple[float, ...]:
 
 
 def _3_7_bytes(index: int) -> float:
-    return plan_reshard(_3_7["exprs"][index], _3_7["sizes"], _V4P_CUBE).steps[0].nbytes
+    return _only_step(_3_7["exprs"][index], _3_7["sizes"], _V4P_CUBE).nbytes
 
 
 register(Exercise(
