@@ -704,9 +704,12 @@ def capture_trace(fn, *args, logdir=None, repeats=3):
         raise InvalidValueError(f"`args`: jax.jit(fn) could not run with these arguments "
                                 f"({type(err).__name__}: {_first_line(err)})") from None
     before = set(glob.glob(os.path.join(logdir, "**", "*.trace.json.gz"), recursive=True))
-    with jax.profiler.trace(logdir):
-        for _ in range(repeats):
-            jax.block_until_ready(jitted(*args))
+    try:
+        with jax.profiler.trace(logdir):
+            for _ in range(repeats):
+                jax.block_until_ready(jitted(*args))
+    except RuntimeError as err:  # e.g. a trace already running: the profiler records one at a time
+        raise InvalidValueError(f"`logdir`: the JAX profiler could not record a trace ({_first_line(err)})") from None
     written = set(glob.glob(os.path.join(logdir, "**", "*.trace.json.gz"), recursive=True)) - before
     if not written:
         raise InvalidValueError(f"`logdir`: the profiler wrote no .trace.json.gz under {logdir!r}")

@@ -88,7 +88,8 @@ def _two_kernel_bytes(with_round_trip: bool = True) -> Derivation:
 register(Exercise(
     id="9.2",
     title="Bytes the compiled program moves, kernel by kernel",
-    reference=lambda: define(_two_kernel_bytes(), {"v": "bytes per f32 value; B·F: the size of h = x @ w"}),
+    reference=lambda: define(_two_kernel_bytes(), {"B, D, F": "the sides of x [B, D] and w [D, F]; h = x @ w is "
+                                                              "[B, F]", "v": "bytes per f32 value"}),
     unit="B",
     mistakes={
         slip(_two_kernel_bytes(False), _two_kernel_bytes()):
