@@ -832,7 +832,7 @@ def plot_trace(trace, *, ax=None, min_duration_s=1e-6):
             color = "#c7c7c7"
         ax.broken_barh([(e.start_s * 1e3, e.duration_s * 1e3)], (y, height * 0.92), facecolors=color,
                        edgecolors="none")
-        if e.hlo_op and e.duration_s > 0.009 * len(e.hlo_op) * window:  # name the XLA ops wide enough for it
+        if e.hlo_op and e.duration_s > 0.013 * len(e.hlo_op) * window:  # name the XLA ops wide enough for it
             ax.text((e.start_s + e.duration_s / 2) * 1e3, y + height * 0.46, e.hlo_op, ha="center", va="center",
                     fontsize=7, color="white", clip_on=True)
     for op, color in colors.items():
