@@ -61,8 +61,8 @@ register(Exercise(
         (lambda a, *, mesh: _shard_means(a, mesh=mesh) * (a.size / (mesh["X"] * mesh["Y"])),
          "these are sums over each block; divide by the number of values a block holds"),
     ),
-    reason="A device computes its block's mean from its own block: the result is sharded [X_X, Y_Y], one value per "
-           "device, and nothing crosses between chips.",
+    reason="A device computes its block's mean from its own block: the [X, Y] result holds one value per device, "
+           "and nothing crosses between chips.",
     book=("Q1",),
 ))
 
@@ -125,37 +125,44 @@ register(Exercise(
 # 10.4 ------------------------------------------------------------------------
 
 def _moe(a, w, b, *, mesh):
-    """Out[i] = A[i] @ W[B[i]]."""
+    """Out[i] = A[i] @ W[B[i]] (one expert per token)."""
     return np.einsum("sd,sdf->sf", a.astype(np.float64), w[b].astype(np.float64))
 
 
-def _no_sdf(sizes, mesh):
-    """Half the values of an [S, D, F] array: a per-token copy of the expert weights is more than this."""
-    return sizes["S"] * sizes["D"] * sizes["F"] // 2
+def _moe_top_k(a, w, b, *, mesh):
+    """Out[i] = the mean over j of A[i] @ W[B[i, j]] (k experts per token; one chosen twice counts twice)."""
+    return np.einsum("sd,skdf->sf", a.astype(np.float64), w[b].astype(np.float64)) / b.shape[1]
 
 
-_MOE_LOCAL = ["A[S, D]", "W[E, D, F]", "B[S]"]
+def _less_than_sdf(sizes, mesh):
+    """Fewer values than [S, D, F]: an array with an expert matrix per token is that large or larger."""
+    return sizes["S"] * sizes["D"] * sizes["F"] - 1
+
+
+_MOE_LOCAL = ["A[S, D]", "W[E, D, F]", "B[S, K]"]
 
 register(Exercise(
     id="10.4",
-    title="A mixture of experts on one device, without an [S, D, F] array",
-    reference=lambda: _moe,
+    title="A mixture of experts with k experts per token, without an [S, D, F] array",
+    reference=lambda: _moe_top_k,
     kind="jax",
     rtol=1e-4,
     cases=(
-        _case({"X": 1}, {"S": 64, "D": 32, "F": 48, "E": 4}, _MOE_LOCAL, 7, integers={"B": "E"}),
-        _case({"X": 1}, {"S": 32, "D": 16, "F": 24, "E": 4}, _MOE_LOCAL, 8, integers={"B": "E"}),
+        _case({"X": 1}, {"S": 64, "D": 64, "F": 48, "E": 4, "K": 2}, _MOE_LOCAL, 7, integers={"B": "E"}),
+        _case({"X": 1}, {"S": 48, "D": 64, "F": 40, "E": 4, "K": 2}, _MOE_LOCAL, 8, integers={"B": "E"}),
     ),
-    rule=CollectiveRule(max_values=_no_sdf,
-                        why="W[B] copies an expert's whole [D, F] matrix for every token: sort the tokens into a "
-                            "buffer of one row per expert, [E, S, D], and multiply each expert's rows by its "
-                            "matrix once (or loop over the experts with a mask)."),
+    rule=CollectiveRule(max_values=_less_than_sdf,
+                        why="W[B] copies an expert's whole [D, F] matrix for every token (and every choice): "
+                            "group the tokens by expert, or loop over the experts with a mask, so that each "
+                            "expert's matrix is used as it is."),
     wrong=(
-        (lambda a, w, b, *, mesh: np.einsum("sd,df->sf", a, w[0]),
-         "every token went to expert 0; token i goes to expert B[i]"),
+        (lambda a, w, b, *, mesh: _moe(a, w, b[:, 0], mesh=mesh),
+         "only each token's first choice counts; average over all k of its experts"),
+        (lambda a, w, b, *, mesh: _moe_top_k(a, w, b, mesh=mesh) * b.shape[1],
+         "that is the sum over the k experts; the exercise asks for their mean"),
     ),
-    reason="Tokens grouped by expert meet each expert's matrix once: the largest array is [E, S, D] or [E, S, F], "
-           "not [S, D, F]; the second dimension must hold S rows because every token may pick the same expert.",
+    reason="Each expert's matrix meets the tokens that chose it, weighted by how many of their k choices it got; "
+           "no array holds an expert matrix per token.",
     book=("Q2",),
 ))
 
@@ -279,49 +286,49 @@ register(Exercise(
 
 # 10.9 ------------------------------------------------------------------------
 
-_EX1 = dict(B=1024, D=2048, F=8192, X=2, Y=4)
-_BLOCK = _EX1["B"] // _EX1["X"] * (_EX1["D"] // _EX1["Y"]) * bytes_per_value("bf16")  # one bf16 block A[B/X, D/Y]
+_STEP = dict(B=2048, D=8192, F=28672, X=4, Y=4)  # LLaMA-3-70B's MLP widths, a 4x4 mesh of TPU v5p
+_BLOCK = _STEP["B"] // _STEP["X"] * (_STEP["D"] // _STEP["Y"]) * bytes_per_value("bf16")  # one bf16 A[B/X, D/Y]
 
 
 def _step_times(block_bytes_two_ways: float, F_per_device: int) -> np.ndarray:
-    """[one-way permute, two-way permute, matmul] of one step of Ex1 on TPU v5e, with the given figures."""
-    B, D, _, X, Y = _EX1.values()
-    return np.array([t_comms_s(_BLOCK, "tpu-v5e", bandwidth="ici"),
-                     t_comms_s(block_bytes_two_ways, "tpu-v5e", bandwidth="ici"),
-                     t_math_s(matmul_flops(B // X, D // Y, F_per_device), "tpu-v5e", dtype="bf16")])
+    """[one-way permute, two-way permute, matmul] of one collective-matmul step on TPU v5p, with these figures."""
+    B, D, _, X, Y = _STEP.values()
+    return np.array([t_comms_s(_BLOCK, "tpu-v5p", bandwidth="ici"),
+                     t_comms_s(block_bytes_two_ways, "tpu-v5p", bandwidth="ici"),
+                     t_math_s(matmul_flops(B // X, D // Y, F_per_device), "tpu-v5p", dtype="bf16")])
 
 
 def _collective_matmul_step() -> Derivation:
-    """Reference for 10.9: [one-way permute, two-way permute, matmul] times of one step of Ex1 on TPU v5e."""
-    B, D, F, X, Y = _EX1.values()
+    """Reference for 10.9: [one-way permute, two-way permute, matmul] times of one collective-matmul step on v5p."""
+    B, D, F, X, Y = _STEP.values()
     block = _BLOCK
-    one_way = explain(t_comms_s, block, "tpu-v5e", bandwidth="ici")
+    one_way = explain(t_comms_s, block, "tpu-v5p", bandwidth="ici")
     flops = explain(matmul_flops, B // X, D // Y, F // Y)
-    math = explain(t_math_s, flops.value, "tpu-v5e", dtype="bf16")
+    math = explain(t_math_s, flops.value, "tpu-v5p", dtype="bf16")
     value = _step_times(block / 2, F // Y)
     result = Derivation("[T_one_way, T_two_ways, T_matmul]",
                         "[V_blk / W, (V_blk / 2) / W, FLOPs / C]",
                         f"[{q(block, 'B')} / W, {q(block / 2, 'B')} / W, {q(flops.value, 'FLOP')} / C]",
                         value, "s", (one_way, flops, math))
     return define(result, {"nbytes": "the bytes moved (here one block)",
-                           "V_blk": "the bytes of one bf16 block A[B/X, D/Y], 512 x 512 values",
-                           "W": "one ICI link's one-way bandwidth on a TPU v5e",
+                           "V_blk": "the bytes of one bf16 block A[B/X, D/Y], 512 x 2048 values",
+                           "W": "one ICI link's one-way bandwidth on a TPU v5p",
                            "FLOPs": "2·(B/X)·(D/Y)·(F/Y), one block's product with its rows of W",
-                           "C": "the TPU v5e's bf16 peak"})
+                           "C": "the TPU v5p's bf16 peak"})
 
 
-_10_9 = _step_times(_BLOCK / 2, _EX1["F"] // _EX1["Y"])
+_10_9 = _step_times(_BLOCK / 2, _STEP["F"] // _STEP["Y"])
 
 register(Exercise(
     id="10.9",
-    title="One step of the collective matmul on TPU v5e, one way and both ways",
+    title="One step of a collective matmul on TPU v5p, one way and both ways",
     reference=_collective_matmul_step,
     unit="s",
     mistakes={
-        slip(_step_times(_BLOCK, _EX1["F"] // _EX1["Y"]), _10_9):
+        slip(_step_times(_BLOCK, _STEP["F"] // _STEP["Y"]), _10_9):
             "the two-way version sends half a block in each direction, so each link direction carries half the bytes "
             "of the one-way version",
-        slip(_step_times(_BLOCK / 2, _EX1["F"]), _10_9):
+        slip(_step_times(_BLOCK / 2, _STEP["F"]), _10_9):
             "the matmul of one step multiplies a [B/X, D/Y] block by the rows of the device's own W[D, F_Y], whose "
             "columns are F/Y, not F",
     },
