@@ -13,7 +13,8 @@ T_hop ≈ 1 µs per hop and hops = n // 2 round a ring, n − 1 along a line:
 
     T_AllGather = T_ReduceScatter = max(T_hop · hops, V / W)              on a ring (the book's form)
                                   = max(T_hop · hops, (n − 1)/n · V / W)  on a line
-    over several axes the rates add: V / (N_axes · W) on rings
+    over several axes the rates add: V / (N_axes · W) on rings; with a line among them
+    (N − 1)/N · V / Σ W, N the chips over all the axes (what an end chip must take in)
     T_AllReduce = 2 · T_AllGather (a ReduceScatter then an AllGather: bytes and hops both twice)
     T_AllToAll  = max(T_hop · hops, V · max(n) / (4 · N · W))  over N chips (V / (4 · W) on one ring)
 
@@ -93,9 +94,9 @@ def _torus(name: str, nbytes, V, topo: TpuSlice, axes, hop_latency_s: float) -> 
     modes = list(dict.fromkeys(mode for _, _, mode, _ in rows))
     kind = "alltoall" if name == "AllToAll" else "gather"
     where = ["V: bytes of the whole array"] + [_WHERE_W[kind, m] for m in modes]
-    if text.endswith("Σ W_eff"):
-        where.append("W_eff: W on a ring, W · n/(n − 1) on a line (the axes' rates add)")
-    if re.search(r"\bn\b", text) or text.endswith("Σ W_eff"):
+    if "Σ W" in text:
+        where.append("Σ W: the bandwidth a chip has over all the axes used (their rates add)")
+    if re.search(r"\bn\b", text) or re.search(r"\bN\b", text):
         where.append("n: chips along an axis" + ("; N: chips over all the axes used" if re.search(r"\bN\b", text) else ""))
     where.append(f"hops: {', '.join(_WHERE_HOPS[m] for m in modes)} (over {''.join(used)}); T_hop: one hop's latency")
     return Derivation(
@@ -107,19 +108,25 @@ def _torus(name: str, nbytes, V, topo: TpuSlice, axes, hop_latency_s: float) -> 
 
 def _gather_terms(nbytes, V, rows, same_W, passes):
     """An AllGather's (ReduceScatter's; AllReduce's, twice) bandwidth term over the axes `rows`."""
-    # Each axis alone takes c · V / W: c = 1 on a ring with wraparound (the book's form), (n − 1)/n on a
-    # line. Several axes share the work, adding their rates W / c: V / (N_axes · W) on rings.
-    rates = [W if mode == "ring" else W * n / (n - 1) for _, n, mode, W in rows]
-    value = passes * V / sum(rates)
+    # Every chip must take in all but its own 1/N of V through the links it has on the axes used: W per
+    # axis (both ways of a ring's link, one way of a line's). On rings the book drops (N − 1)/N, giving
+    # V / (N_axes · W); as soon as one axis is a line its end chips bind and (N − 1)/N stays.
+    N = math.prod(n for _, n, _, _ in rows)
+    total_W = sum(W for *_, W in rows)
+    rings = all(mode == "ring" for _, _, mode, _ in rows)
+    value = passes * V / total_W * (1 if rings else (N - 1) / N)
     pre = "2 · " if passes == 2 else ""
     (_, n, mode, W) = rows[0]
     if len(rows) == 1 and mode == "ring":
         return value, f"{pre}V / W", lambda: f"{pre}{q(nbytes, 'B')} / {q(W, 'B/s')}"
     if len(rows) == 1:
         return value, f"{pre}(n − 1)/n · V / W", lambda: f"{pre}{n - 1}/{n} · {q(nbytes, 'B')} / {q(W, 'B/s')}"
-    if all(m == "ring" for _, _, m, _ in rows) and same_W:
+    if rings and same_W:
         return value, f"{pre}V / (N_axes · W)", lambda: f"{pre}{q(nbytes, 'B')} / ({len(rows)} · {q(W, 'B/s')})"
-    return value, f"{pre}V / Σ W_eff", lambda: f"{pre}{q(nbytes, 'B')} / ({' + '.join(q(r, 'B/s') for r in rates)})"
+    if rings:
+        return value, f"{pre}V / Σ W", lambda: f"{pre}{q(nbytes, 'B')} / ({' + '.join(q(w, 'B/s') for *_, w in rows)})"
+    return value, f"{pre}(N − 1)/N · V / Σ W", lambda: (
+        f"{pre}{N - 1}/{N} · {q(nbytes, 'B')} / ({' + '.join(q(w, 'B/s') for *_, w in rows)})")
 
 
 def _alltoall_terms(nbytes, V, rows, same_W):

@@ -108,10 +108,11 @@ def test_more_axes_divide_the_time():
 
 
 def test_a_ring_and_a_line_together_add_their_rates():
-    # v5e 8x16: X is a line of 8 (7/8 of V at 4.5e10 B/s alone), Y a ring of 16 (V at 9e10 B/s alone).
+    # v5e 8x16: X is a line of 8 (4.5e10 B/s in, one way), Y a ring of 16 (9e10 B/s in, both ways); an end chip
+    # of the line takes in 127/128 of V over both.
     s = sl.tpu_slice((8, 16), "tpu-v5e")
-    assert sl.allgather_time_s(V, s, axes="XY") == pytest.approx(V / (4.5e10 * 8 / 7 + 9e10))
-    assert sl.explain(sl.allgather_time_s, V, s, axes="XY").formula == "max(T_hop · hops, V / Σ W_eff)"
+    assert sl.allgather_time_s(V, s, axes="XY") == pytest.approx(127 / 128 * V / (4.5e10 + 9e10))
+    assert sl.explain(sl.allgather_time_s, V, s, axes="XY").formula == "max(T_hop · hops, (N − 1)/N · V / Σ W)"
 
 
 @pytest.mark.parametrize("topology, axes", [(sl.tpu_pod("tpu-v5e"), "X"), (sl.tpu_pod("tpu-v5e"), "XY"),
@@ -306,3 +307,16 @@ def test_bad_collective_arguments_are_explained():
 def test_a_small_alltoall_through_nvswitches_costs_one_step_of_latency():
     assert sl.alltoall_time_s(1.0, sl.gpu_cluster(1, "gb200-nvl72")) == pytest.approx(5e-6)
     assert sl.allgather_time_s(1.0, sl.gpu_cluster(1, "gb200-nvl72")) == pytest.approx(71 * 5e-6)  # a ring: N − 1 steps
+
+
+def test_a_gather_over_two_lines_is_bound_by_what_an_end_chip_can_take_in():
+    # v5e 2x2: no wraparound; each chip has one 45 GB/s (one-way) link in per axis and must take in 3/4 of V,
+    # so no schedule beats 3/4 · V / 90 GB/s = V / 120 GB/s (adding each line's own rate would claim V / 180 GB/s).
+    pod = sl.tpu_slice((2, 2), "tpu-v5e")
+    V = 1e9
+    assert sl.allgather_time_s(V, pod, axes="XY") == pytest.approx(0.75 * V / (2 * 4.5e10))
+    assert sl.reducescatter_time_s(V, pod, axes="XY") == pytest.approx(0.75 * V / (2 * 4.5e10))
+    assert sl.allreduce_time_s(V, pod, axes="XY") == pytest.approx(2 * 0.75 * V / (2 * 4.5e10))
+    # a ring among the axes does not lift the bound of the line's end chips: (N − 1)/N · V / ΣW
+    mixed = sl.tpu_slice((16, 4), "tpu-v5e")
+    assert sl.allgather_time_s(V, mixed, axes="XY") == pytest.approx(63 / 64 * V / (9e10 + 4.5e10))
