@@ -21,6 +21,7 @@ I_crit(tpu-v5e, int8, hbm) = C / W = 3.94e14 FLOP/s / 820 GB/s = 480 FLOP/B
 from ._collectives import allgather_time_s, allreduce_time_s, alltoall_time_s, reducescatter_time_s
 from ._derivation import Derivation, explain
 from ._diagrams import draw_chip, draw_fat_tree, draw_gpu_node, draw_torus, plot_spec_comparison
+from ._einsum import einsum_flops
 from ._errors import InvalidCallError, InvalidValueError, ScalelibError, UnknownNameError
 from ._gpu import (
     allreduce_latency_s,
@@ -103,6 +104,7 @@ from ._tiles import Tile, best_tile, search_tiles, tile_intensity, tile_smem_byt
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_pod, tpu_slice
 from ._transformer import (
     attention_crossover_seq_len,
+    attention_intensity,
     forward_flops,
     kv_cache_bytes,
     moe_critical_batch_size,
@@ -160,7 +162,7 @@ __all__ = [
     # Transformer shapes and their math: parameters, FLOPs, KV cache, training memory (chapter 4)
     "LatentAttention", "ModelSpec", "model", "models", "register_model", "params", "param_bytes",
     "training_state_bytes", "forward_flops", "train_flops", "attention_crossover_seq_len", "kv_cache_bytes",
-    "moe_critical_batch_size", "plot_model_breakdown",
+    "moe_critical_batch_size", "plot_model_breakdown", "einsum_flops", "attention_intensity",
     # GPU kernel tiles (chapter 12)
     "Tile", "best_tile", "search_tiles", "tile_intensity", "tile_smem_bytes",
     # pictures of the hardware (chapters 2, 12)

@@ -79,8 +79,9 @@ def _attention_params(m: ModelSpec) -> Derivation:
         f"{L}·({query_text} + {D}·({a.kv_lora_rank} + {a.qk_rope_head_dim}) + {a.kv_lora_rank}·{N}·"
         f"({a.qk_nope_head_dim} + {a.v_head_dim}) + {N}·{a.v_head_dim}·{D})",
         float(L * per_layer), "params",
-        where=("multi-head latent attention: r_q, r_kv the query and key/value latents; d_nope + d_rope = d_qk "
-               "the query/key size per head (d_rope carries the positions), d_v the value size",))
+        where=("r_q, r_kv: the sizes of MLA's query and key/value latents; d_qk, d_nope, d_rope: a head's query/key "
+               "size and its two parts (d_qk = d_nope + d_rope), the second carrying the positions; d_v: a head's "
+               "value size",))
 
 
 def _mlp_params(m: ModelSpec, active: bool) -> Derivation:
@@ -94,14 +95,14 @@ def _mlp_params(m: ModelSpec, active: bool) -> Derivation:
     formula = f"L_moe·({experts}·{c}·D·F + D·E)"
     text = f"{m.moe_layers}·({experts_text}·{c}·{D}·{F} + {D}·{E})"
     value = m.moe_layers * ((used + s) * c * D * F + D * E)
-    where = [f"L_moe = {m.moe_layers} MoE layers; {letter} = {used} experts per layer"
-             + (" a token uses" if active else "") + (f"; s = {s} shared" if s else "")
-             + "; D·E: the router"]
+    where = [f"L_moe: the {m.moe_layers} layers with experts; "
+             + ("E, k: routed experts per layer, and those a token uses" if active else "E: routed experts per layer")
+             + ("; s: shared experts, used by every token" if s else "") + "; D·E: the router's weights"]
     if m.dense_layers:
         formula += f" + L_dense·{c}·D·F_dense"
         text += f" + {m.dense_layers}·{c}·{D}·{m.dense_F}"
         value += m.dense_layers * c * D * m.dense_F
-        where.append(f"L_dense = {m.dense_layers} layers with a dense MLP of width F_dense")
+        where.append(f"L_dense, F_dense: the {m.dense_layers} leading layers with a dense MLP, and its width")
     return Derivation("P_mlp" + (" (active)" if active else ""), formula, text, float(value), "params",
                       where=tuple(where))
 
@@ -121,7 +122,7 @@ def _norm_params(m: ModelSpec) -> Derivation:
     latents = (m.mla.q_lora_rank or 0) + m.mla.kv_lora_rank
     return Derivation("P_norms", f"({n}·L + 1)·D + L·(r_q + r_kv)", f"({n}·{L} + 1)·{D} + {L}·{latents}",
                       float((n * L + 1) * D + L * latents), "params",
-                      where=("MLA normalises its query and key/value latents too",))
+                      where=("r_q, r_kv: the sizes of MLA's query and key/value latents, normalised too",))
 
 
 _PARAMS = {"attention": lambda m, active: _attention_params(m), "mlp": _mlp_params,
@@ -234,8 +235,8 @@ def training_state_bytes(model, *, param_dtype="bf16", grad_dtype="bf16", optimi
     o = bytes_per_value(dtype_name(optimizer_dtype, arg="optimizer_dtype"))
     return Derivation("training state", "params · (p + g + s·o)", f"{q(count.value)} · ({q(p)} + {q(g)} + {s}·{q(o)})",
                       count.value * (p + g + s * o), "B", (count,),
-                      where=(f"p, g, o: bytes per parameter, gradient and optimizer value; s = {s} {optimizer} "
-                             f"values per parameter",))
+                      where=(f"p, g, o: bytes per parameter, gradient and optimizer value; s: the {optimizer} "
+                             f"optimizer's values per parameter",))
 
 
 # --- FLOPs ------------------------------------------------------------------------------------
@@ -275,8 +276,10 @@ def _forward_parts(m: ModelSpec, n, T, causal: bool) -> dict[str, Derivation]:
     parts["dot_product"] = Derivation(
         "F_dot_product", formula, lambda: f"2·{q(n)}·{q(T)}·{m.L}·{m.N}·{heads_text}" + (" / 2" if causal else ""),
         plain(2 * n * T * m.L * m.N * (hq + hv) * half), "FLOP",
-        where=("QKᵀ and the product with V: each of the tokens against T positions in every head"
-               + ("; a causal kernel skips the masked half" if causal else ""),))
+        where=("T: the positions each token attends to (the sequence length)"
+               + ("; d_qk, d_v: a head's query/key and value sizes" if m.mla is not None else "")
+               + "; QKᵀ and its product with V, in every head" + (", a causal kernel skipping the masked half"
+                                                                  if causal else ""),))
     parts["embeddings"] = Derivation("F_embeddings", "2·tokens·D·V", lambda: f"2·{q(n)}·{m.D}·{m.V}",
                                      plain(2 * n * m.D * m.V), "FLOP",
                                      where=("the unembedding matmul; the input embedding is a lookup (no FLOPs)",))
@@ -430,8 +433,54 @@ def attention_crossover_seq_len(model, *, causal=False):
     return Derivation(f"T*({m.name})", "(P_mlp + P_attention) / (L·N·(d_qk + d_v))" + (" · 2" if causal else ""),
                       f"({q(mlp.value)} + {q(attention.value)}) / ({m.L}·{m.N}·{heads})" + (" · 2" if causal else ""),
                       (mlp.value + attention.value) / per_position, "tokens", (mlp, attention),
-                      where=("per token, the layers' matmuls do 2·(P_mlp + P_attention) FLOPs forward and attention "
+                      where=("d_qk, d_v: a head's query/key and value sizes (H each without MLA); per token the "
+                             "layers' matmuls do 2·(P_mlp + P_attention) FLOPs forward and attention "
                              "2·T·L·N·(d_qk + d_v)" + (", halved by a causal kernel" if causal else ""),))
+
+
+@derivable
+def attention_intensity(T, S, *, G=1, dtype="bf16"):
+    """Arithmetic intensity of dot-product attention alone: T queries against S keys and values.
+
+    It reads Q (T·N·H values) and K and V (S·K·H each), writes the output (T·N·H), and does
+    4·T·S·N·H FLOPs (QKᵀ and the product with V), per sequence; G = N / K query heads share each
+    key/value head. In prefill (S = T) the intensity grows with T, as T·G/(G + 1) in bf16; in
+    generation (T = 1) it stays below G, so attention is memory-bound there on any chip.
+
+    Formula:
+        I = 4·T·S·G / (b·2·(T·G + S))   (= T·S·G / (T·G + S) in bf16)
+
+    Args:
+        T: queries per sequence (tokens, > 0).
+        S: keys and values per sequence (tokens, > 0).
+        G: query heads per key/value head, N / K (> 0; 1 for multi-head attention).
+        dtype: the dtype of Q, K, V and the output (b bytes per value).
+
+    Returns:
+        FLOP/B.
+
+    Chapter:
+        4 (Transformer math), 7 (Inference)
+
+    Example:
+        >>> attention_intensity(4096, 4096)      # prefill, multi-head attention: T / 2
+        2048.0
+        >>> round(attention_intensity(1, 8192, G=8), 2)   # one generated token against an 8k context
+        7.99
+    """
+    T_, S_, G_ = positive("T", T), positive("S", S), positive("G", G)
+    name = dtype_name(dtype)
+    b = bytes_per_value(name)
+    try:
+        T_, S_, G_ = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (T_, S_, G_)))
+    except ValueError:
+        raise InvalidValueError(f"`T`, `S` and `G` must have shapes that broadcast, got {np.shape(T_)}, "
+                                f"{np.shape(S_)} and {np.shape(G_)}") from None
+    return Derivation("I_attention", "4·T·S·G / (b·2·(T·G + S))",
+                      lambda: f"4·{q(T)}·{q(S)}·{q(G)} / ({q(b)}·2·({q(T)}·{q(G)} + {q(S)}))",
+                      plain(4 * T_ * S_ * G_ / (b * 2 * (T_ * G_ + S_))), "FLOP/B",
+                      where=(f"T, S: queries and keys per sequence; G: query heads per key/value head; "
+                             f"b: bytes per {name} value",))
 
 
 # --- KV cache and the MoE roofline ------------------------------------------------------------
@@ -469,11 +518,11 @@ def kv_cache_bytes(model, *, tokens=1, dtype="bf16"):
     b = bytes_per_value(name)
     if m.mla is None:
         values, formula, text = 2 * m.L * m.K * m.H, "2·L·K·H · tokens · b", f"2·{m.L}·{m.K}·{m.H}"
-        where = f"b = {q(b)} bytes per {name} value"
+        where = f"b: bytes per {name} value"
     else:
         width = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim
         values, formula, text = m.L * width, "L·(r_kv + d_rope) · tokens · b", f"{m.L}·{width}"
-        where = f"r_kv + d_rope: MLA's cached latent and positional key; b = {q(b)} bytes per {name} value"
+        where = f"r_kv, d_rope: the sizes of MLA's cached latent and positional key; b: bytes per {name} value"
     return Derivation(f"KV cache({m.name}, {name})", formula, lambda: f"{text} · {q(n)} · {q(b)}",
                       plain(values * np.asarray(n) * b), "B", where=(where,))
 

@@ -206,6 +206,8 @@ CALLS = {
     "moe_critical_batch_size": (sl.moe_critical_batch_size, ("deepseek-v3", "tpu-v5e"), {"dtype": "bf16",
                                                                                          "weight_dtype": "int8"}),
     "plot_model_breakdown": (sl.plot_model_breakdown, (["llama-3-8b"],), {"seq_lens": (4096,), "causal": False}),
+    "einsum_flops": (sl.einsum_flops, ("bd,df->bf", {"b": 8, "d": 64, "f": 256}), {}),
+    "attention_intensity": (sl.attention_intensity, (4096, 4096), {"G": 8, "dtype": "bf16"}),
     "check": (sl.check, ("1.1", 590), {}),
     "verdict": (sl.verdict, ("1.1", 590), {}),
     "exercises": (sl.exercises, (1,), {}),

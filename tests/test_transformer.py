@@ -4,6 +4,7 @@ XLA's cost analysis of a small JAX Transformer, the book's figures, properties o
 from __future__ import annotations
 
 import math
+import re
 
 import matplotlib
 
@@ -181,6 +182,49 @@ def test_training_state_is_10_bytes_per_parameter_in_the_books_rule():
     assert sl.param_bytes("mixtral-8x7b", dtype="int4", active=True) == sl.params("mixtral-8x7b", active=True) / 2
 
 
+def test_einsum_flops_follow_the_books_counting_rule():
+    # The book's Q3: I and J contracted, no batch dimension: 2·I·J·K·L·M·N·O.
+    sizes = dict(i=2, j=3, k=5, l=7, m=11, n=13, o=17)
+    assert sl.einsum_flops("ijkl,ijmno->klmno", sizes) == 2 * math.prod(sizes.values())
+    assert sl.einsum_flops("bd,df->bf", {"b": 64, "d": 128, "f": 256}) == sl.matmul_flops(64, 128, 256)
+    assert sl.einsum_flops("btd,dnh->btnh", {"b": 2, "t": 3, "d": 5, "n": 7, "h": 11}) == 2 * 2 * 3 * 5 * 7 * 11
+    assert sl.einsum_flops("ij,ij->ij", {"i": 4, "j": 8}) == 32  # elementwise: no adds, no factor 2
+    assert sl.einsum_flops("i,j", {"i": 4, "j": 8}) == 32  # numpy's implicit output 'ij': an outer product
+    assert sl.einsum_flops("ij,jk", {"i": 4, "j": 8, "k": 2}) == 2 * 64  # implicit output 'ik'
+
+
+def test_einsum_flops_agree_with_numpy_s_own_count():
+    # numpy's einsum_path reports the naive FLOP count of a contraction: the same rule.
+    cases = [("bd,df->bf", dict(b=3, d=5, f=7)), ("ijkl,ijmno->klmno", dict(i=2, j=3, k=2, l=3, m=2, n=3, o=2)),
+             ("btnh,bsnh->bnts", dict(b=2, t=3, s=5, n=2, h=7)), ("bkgts,bskh->btkgh", dict(b=2, k=2, g=3, t=4,
+                                                                                              s=4, h=5))]
+    for subscripts, sizes in cases:
+        a, b = subscripts.split("->")[0].split(",")
+        x, y = (np.ones([sizes[c] for c in side]) for side in (a, b))
+        report = np.einsum_path(subscripts, x, y, optimize="greedy")[1]
+        naive = float(re.search(r"Naive FLOP count:\s+([\d.e+]+)", report).group(1))
+        assert sl.einsum_flops(subscripts, sizes) == naive
+
+
+def test_einsum_flops_refuse_what_they_cannot_count():
+    with pytest.raises(sl.InvalidValueError, match=r"^`subscripts` must name two operands and the output"):
+        sl.einsum_flops("ab,bc,cd->ad", {"a": 1, "b": 1, "c": 1, "d": 1})
+    with pytest.raises(sl.InvalidValueError, match=r"^`sizes` has no size for f \(of 'bd,df->bf'\)$"):
+        sl.einsum_flops("bd,df->bf", {"b": 8, "d": 8})
+    with pytest.raises(sl.InvalidValueError, match=r"the output's x appear in neither operand"):
+        sl.einsum_flops("bd,df->bx", {"b": 8, "d": 8, "f": 8, "x": 8})
+    with pytest.raises(sl.InvalidValueError, match=r"^`sizes\['d'\]` must be a whole number >= 1, got 0$"):
+        sl.einsum_flops("bd,df->bf", {"b": 8, "d": 0, "f": 8})
+
+
+def test_attention_intensity_is_the_books_tsg_over_tg_plus_s():
+    for T, S, G in [(4096, 4096, 1), (4096, 4096, 8), (1, 8192, 8), (512, 32768, 4)]:
+        assert sl.attention_intensity(T, S, G=G) == pytest.approx(T * S * G / (T * G + S))
+    assert sl.attention_intensity(4096, 4096) == 2048  # prefill, multi-head: T / 2
+    assert sl.attention_intensity(1, 1e9, G=8) == pytest.approx(8, rel=1e-6)  # generation: at most G
+    assert sl.attention_intensity(1, 8192, G=8, dtype="int8") == 2 * sl.attention_intensity(1, 8192, G=8)
+
+
 # --- properties ----------------------------------------------------------------------------------
 
 NAMES = st.sampled_from(list(_models._builtin()))
@@ -226,7 +270,7 @@ def test_the_derivation_shows_each_component():
     text = str(sl.explain(sl.train_flops, "llama-3-70b", seq_len=4096, remat="full"))
     assert "remat 'full' recomputes F_mlp, F_attention, F_dot_product" in text
     assert str(sl.explain(sl.kv_cache_bytes, "llama-3-70b", dtype="int8")).endswith(
-        "= 2·80·8·128 · 1 · 1 = 164 kB\n  where b = 1 bytes per int8 value")
+        "= 2·80·8·128 · 1 · 1 = 164 kB\n  where b: bytes per int8 value")
 
 
 # --- errors ----------------------------------------------------------------------------------------
