@@ -82,8 +82,9 @@ def einsum_flops(subscripts, sizes):
     flops = factor * math.prod(value[c] for c in letters)
     where = []
     if summed:
-        where.append(f"{', '.join(summed)}: summed over (in " + ("both operands" if all(c in a and c in b for c in summed)
-                                                               else "the operands") + ", not in the output)")
+        both = all(c in a and c in b for c in summed)
+        where.append(f"{', '.join(summed)}: summed over (in {'both operands' if both else 'the operands'}, "
+                     f"not in the output)")
     else:
         where.append("nothing is summed over: one multiply per output element, no adds")
     if batch:

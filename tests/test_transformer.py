@@ -565,7 +565,7 @@ def test_the_moe_counts_only_the_experts_a_token_uses(xla_counts):
 
 def test_xla_with_block_remat_recomputes_most_of_the_forward_pass():
     # jax.checkpoint on each layer: the backward pass recomputes the layer, except what no gradient needs
-    # (the output of each residual branch's last matmul), so XLA lands just under scalelib's remat="full".
+    # (the layer's own output: its last matmul, the MLP's down projection), so XLA lands just under remat="full".
     jax = pytest.importorskip("jax")
     spec, B, T = SHAPES["gqa-gated"]
     params = _init(spec, jax.random.PRNGKey(0))
@@ -587,4 +587,6 @@ def test_xla_with_block_remat_recomputes_most_of_the_forward_pass():
     none, full = (sl.train_flops(spec, seq_len=T, tokens=B * T, remat=r) for r in ("none", "full"))
     assert none < measured < full * 1.02
     assert (measured - none) / (full - none) > 0.6
+    down_projections = spec.L * 2 * B * T * spec.F * spec.D  # forward FLOPs of each layer's last matmul
+    assert measured == pytest.approx(full - down_projections, rel=0.01)
     assert math.isfinite(measured)
