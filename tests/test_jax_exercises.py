@@ -223,8 +223,8 @@ def test_right_values_with_a_forbidden_collective_are_incorrect_and_name_it(regi
      "incorrect", "❌ Exercise 99.1: your function could not be run on mesh X=2 with S=8, D=4: InvalidValueError: "
                   "a mesh of 2 needs 2 devices, but JAX has 1"),
     (_value(np.zeros(2)) | {"answer": record.describe((1.0, "x"))}, "incorrect",
-     "❌ Exercise 99.1: your function returned tuple (1.0, 'x'), which is not an array (TypeError: a list holding "
-     "a str ('x') is not a list of numbers) (on mesh X=2 with S=8, D=4)."),
+     "❌ Exercise 99.1: your function returned tuple (1.0, 'x'), which cannot be read as an array of numbers "
+     "(TypeError: a list holding a str ('x') is not a list of numbers) (on mesh X=2 with S=8, D=4)."),
     (_value(np.zeros(2)) | {"answer": {"kind": "none"}}, "incorrect",
      "❌ Exercise 99.1: your function returned None; did it forget `return`? (on mesh X=2 with S=8, D=4)."),
 ])

@@ -268,7 +268,7 @@ def _decode_output(answer):
     kind = answer.get("kind") if isinstance(answer, dict) else None
     if kind == "unreadable":
         return None, (f"your function returned {str(answer.get('type', 'an object'))[:60]} "
-                      f"{str(answer.get('repr', ''))[:80]}, which is not an array "
+                      f"{str(answer.get('repr', ''))[:80]}, which cannot be read as an array of numbers "
                       f"({str(answer.get('error', ''))[:120]})")
     if kind == "function":
         return None, "your function returned a function, not an array"
