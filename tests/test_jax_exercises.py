@@ -412,3 +412,4 @@ def test_a_submission_is_graded_in_its_own_kernel_and_its_claims_are_not_believe
     assert {e: got[e][0] for e in ("10.6", "10.7", "10.8", "10.9")} == dict.fromkeys(
         ("10.6", "10.7", "10.8", "10.9"), "missing")
     assert grade.points == get_exercise("10.1").points
+    assert any("writes verdict metadata" in flag for flag in grade.flags)  # the instructor sees the attempt
