@@ -606,7 +606,7 @@ def verdict(exercise_id: str, answer, *, cases=None) -> Verdict:
     For a function exercise, `cases` (keyword arguments, one dict per call) replaces
     the registered cases: the grader passes the registered ones plus cases drawn at
     grading time. A jax exercise runs the learner's function here, on a mesh of
-    simulated devices (see :mod:`scalelib.course.jax_check`).
+    simulated devices (see ``scalelib.course.jax_check``).
 
     Returns:
         a :class:`Verdict` (``.status`` is "correct", "incorrect" or "not attempted").
