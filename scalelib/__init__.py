@@ -41,6 +41,18 @@ from ._gpu import (
     vector_alus,
     vector_clock_hz,
 )
+from ._inference import (
+    generate_comms_time_s,
+    generate_step_time_s,
+    max_batch_size,
+    prefill_time_s,
+    speculative_time_per_token_s,
+    speculative_tokens_per_step,
+    tokens_per_s_per_chip,
+    weight_load_time_s,
+    weight_stationary_comms_time_s,
+    weight_stationary_crossover_chips,
+)
 from ._jax_bridge import (
     CompiledCollective,
     PlanComparison,
@@ -89,6 +101,17 @@ from ._roofline import (
     roofline,
     t_comms_s,
     t_math_s,
+)
+from ._serving import (
+    cost_per_million_tokens,
+    flops_per_usd,
+    kv_tokens_freed_per_step,
+    min_chips,
+    plot_latency_throughput,
+    prefill_to_generate_ratio,
+    requests_per_s_per_chip,
+    smallest_slice,
+    usd_per_chip_hour,
 )
 from ._sharding import Sharding, draw_sharding, latency_bound_bytes, sharding
 from ._specs import DTYPES, ChipSpec, bytes_per_value, chip, chips, dtype_name, hw, load_chips, register_chip
@@ -163,6 +186,12 @@ __all__ = [
     "LatentAttention", "ModelSpec", "model", "models", "register_model", "params", "param_bytes",
     "training_state_bytes", "forward_flops", "train_flops", "attention_crossover_seq_len", "kv_cache_bytes",
     "moe_critical_batch_size", "plot_model_breakdown", "einsum_flops", "attention_intensity",
+    # inference: step times, memory, model parallelism, speculative decoding (chapter 7); serving (chapter 8)
+    "weight_load_time_s", "generate_step_time_s", "tokens_per_s_per_chip", "prefill_time_s", "max_batch_size",
+    "generate_comms_time_s", "weight_stationary_comms_time_s", "weight_stationary_crossover_chips",
+    "speculative_tokens_per_step", "speculative_time_per_token_s", "min_chips", "smallest_slice",
+    "requests_per_s_per_chip", "prefill_to_generate_ratio", "kv_tokens_freed_per_step", "usd_per_chip_hour",
+    "flops_per_usd", "cost_per_million_tokens", "plot_latency_throughput",
     # GPU kernel tiles (chapter 12)
     "Tile", "best_tile", "search_tiles", "tile_intensity", "tile_smem_bytes",
     # pictures of the hardware (chapters 2, 12)

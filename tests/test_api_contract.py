@@ -208,6 +208,47 @@ CALLS = {
     "plot_model_breakdown": (sl.plot_model_breakdown, (["llama-3-8b"],), {"seq_lens": (4096,), "causal": False}),
     "einsum_flops": (sl.einsum_flops, ("bd,df->bf", {"b": 8, "d": 64, "f": 256}), {}),
     "attention_intensity": (sl.attention_intensity, (4096, 4096), {"G": 8, "dtype": "bf16"}),
+    "weight_load_time_s": (sl.weight_load_time_s, ("llama-3-70b", SLICE), {"weight_dtype": "int8", "num_chips": None}),
+    "generate_step_time_s": (sl.generate_step_time_s, (30e9, "tpu-v5e"), {
+        "batch": 4, "context": 8192, "weight_dtype": "int8", "kv_dtype": None, "compute_dtype": "bf16",
+        "kv_bytes_per_token": 100e3, "tokens_per_step": 1, "num_chips": 16, "check_memory": True}),
+    "tokens_per_s_per_chip": (sl.tokens_per_s_per_chip, ("llama-3-70b", SLICE), {
+        "batch": 32, "context": 8192, "weight_dtype": "int8", "kv_dtype": "int8", "compute_dtype": "bf16",
+        "kv_bytes_per_token": None, "num_chips": None, "check_memory": True}),
+    "prefill_time_s": (sl.prefill_time_s, ("llama-3-70b", SLICE), {
+        "tokens": 8192, "batch": 1, "weight_dtype": "bf16", "compute_dtype": "bf16", "efficiency": 0.4,
+        "attention": True, "num_chips": None}),
+    "max_batch_size": (sl.max_batch_size, ("llama-3-70b", SLICE), {
+        "context": 8192, "weight_dtype": "int8", "kv_dtype": "int8", "kv_bytes_per_token": None,
+        "reserve_bytes": 1e9, "num_chips": None}),
+    "generate_comms_time_s": (sl.generate_comms_time_s, ("llama-3-70b", SLICE), {
+        "batch": 32, "axes": "XY", "dtype": "bf16", "tokens_per_step": 1}),
+    "weight_stationary_comms_time_s": (sl.weight_stationary_comms_time_s, (64, 8192, 32768, 256, "tpu-v5p"), {
+        "layout": "2d", "X": 8, "axes": 3, "dtype": "bf16"}),
+    "weight_stationary_crossover_chips": (sl.weight_stationary_crossover_chips, (8192, 32768), {"axes": 3}),
+    "speculative_tokens_per_step": (sl.speculative_tokens_per_step, (4, 0.8), {}),
+    "speculative_time_per_token_s": (sl.speculative_time_per_token_s, (70e9, SLICE), {
+        "draft": 4e9, "k": 3, "acceptance": 0.8, "batch": 1, "context": 2048, "weight_dtype": "int8",
+        "kv_dtype": None, "compute_dtype": "bf16", "kv_bytes_per_token": 0, "draft_kv_bytes_per_token": 0,
+        "num_chips": None}),
+    "min_chips": (sl.min_chips, ("llama-3-70b", "tpu-v5e"), {
+        "weight_dtype": "int8", "kv_dtype": None, "batch": 32, "context": 8192, "kv_bytes_per_token": None,
+        "reserve_bytes": 0.0}),
+    "smallest_slice": (sl.smallest_slice, ("llama-3-70b", "tpu-v5e"), {
+        "weight_dtype": "int4", "kv_dtype": None, "batch": 0, "context": 0, "kv_bytes_per_token": None,
+        "reserve_bytes": 0.0}),
+    "requests_per_s_per_chip": (sl.requests_per_s_per_chip, ("llama-3-70b", SLICE), {
+        "batch": 32, "context": 8192, "output_tokens": 512, "weight_dtype": "int8", "kv_dtype": None,
+        "compute_dtype": "bf16", "kv_bytes_per_token": None, "num_chips": None, "check_memory": True}),
+    "prefill_to_generate_ratio": (sl.prefill_to_generate_ratio, (0.91, 0.019), {
+        "batch": 32, "output_tokens": 512, "prefills_per_pass": 1}),
+    "kv_tokens_freed_per_step": (sl.kv_tokens_freed_per_step, (32, 8192, 4096), {}),
+    "usd_per_chip_hour": (sl.usd_per_chip_hour, ("tpu-v5e",), {}),
+    "flops_per_usd": (sl.flops_per_usd, ("h100",), {"dtype": "bf16", "usd_per_chip_hour": None}),
+    "cost_per_million_tokens": (sl.cost_per_million_tokens, (235.0, "tpu-v5e"), {"usd_per_chip_hour": None}),
+    "plot_latency_throughput": (sl.plot_latency_throughput, ("llama-3-70b", [SLICE]), {
+        "context": 2048, "batches": [1, 64, 256], "weight_dtype": "int8", "kv_dtype": None, "compute_dtype": "bf16",
+        "num_chips": None, "ax": None}),
     "check": (sl.check, ("1.1", 590), {}),
     "verdict": (sl.verdict, ("1.1", 590), {}),
     "exercises": (sl.exercises, (1,), {}),
@@ -235,13 +276,14 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "draw_sharding", "LatentAttention", "ModelSpec", "ModelSpec.derive", "ModelSpec.source_of", "model",
                "models", "register_model", "plot_model_breakdown",
                "hlo_array", "hlo_summary", "cost_analysis", "capture_trace", "read_trace", "plot_trace",
-               "compare_with_roofline", "prediction_table"}
+               "compare_with_roofline", "prediction_table", "smallest_slice", "plot_latency_throughput"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
         "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
         "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",
         "simulated_mesh", "compiled_collectives", "sharded_matmul_collectives", "draw_sharding",
         "compare_with_plan", "sharded_inputs", "measure_jax_time_s",
-        "plot_model_breakdown", "cost_analysis", "capture_trace", "plot_trace", "compare_with_roofline"}
+        "plot_model_breakdown", "cost_analysis", "capture_trace", "plot_trace", "compare_with_roofline",
+        "plot_latency_throughput"}
 
 
 @pytest.fixture(autouse=True)
