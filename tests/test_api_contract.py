@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import scalelib as sl
-from scalelib import _specs
+from scalelib import _models, _specs
 
 SLICE = sl.tpu_slice((4, 4), "tpu-v5e")
 POD = sl.tpu_pod("tpu-v5e")
@@ -288,10 +288,12 @@ SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time
 
 @pytest.fixture(autouse=True)
 def keep_the_registry():
-    before = dict(_specs._USER)
+    before, models_before = dict(_specs._USER), dict(_models._USER)
     yield
     _specs._USER.clear()
     _specs._USER.update(before)
+    _models._USER.clear()
+    _models._USER.update(models_before)
     plt.close("all")
 
 
