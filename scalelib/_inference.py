@@ -75,8 +75,8 @@ class _Served:
         kv = nonnegative("kv_bytes_per_token", kv_bytes_per_token)
         if np.ndim(kv):
             raise InvalidValueError(f"`kv_bytes_per_token` must be one number of bytes, got {shown(kv_bytes_per_token)}")
-        self.total = self.active = Derivation("P", "parameters (given)", "", count_, "params")
-        self.kv = Derivation("kv", "KV bytes per token (given)", "", kv, "B")
+        self.total = self.active = Derivation("P", "given", "", count_, "params", where=("P: parameters",))
+        self.kv = Derivation("kv", "given", "", kv, "B", where=("kv: KV-cache bytes per token",))
 
     def weight_bytes(self, weight_dtype) -> Derivation:
         w = bytes_per_value(weight_dtype)
@@ -190,7 +190,8 @@ def _step(model, topology, batch, context, weight_dtype, kv_dtype, compute_dtype
                  + (f"·{t}" if t > 1 else "") + f"·{q(served.active.value)} / ({n}·{q(C.value, 'FLOP/s')}), "
                  f"{q(weights.value, 'B')} / ({n}·{q(W.value, 'B/s')}))"),
         value, "s", steps,
-        where=(f"B: sequences in the batch; S: tokens cached per sequence; kv: KV bytes per token ({kvd}); "
+        where=(f"B: sequences in the batch; S: tokens cached per sequence; kv: KV bytes per token"
+               + (f" ({kvd})" if served.spec is not None else "") + "; "
                f"N: {n} {spec.name} chips ({where}); W: a chip's HBM bandwidth; C: its {c} peak; P_active: "
                f"parameters a token uses" + (f"; {t} tokens per sequence per step" if t > 1 else ""),))
 

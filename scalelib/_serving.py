@@ -420,8 +420,9 @@ def plot_latency_throughput(model, topologies, *, context, batches=None, weight_
     ax.set_xlabel("latency per generate step (ms)")
     ax.set_ylabel("throughput (tokens/s per chip)")
     ax.set_xscale("log")
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_title(f"Generation, context {context} tokens: latency against throughput")
