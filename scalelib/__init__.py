@@ -66,7 +66,16 @@ from ._jax_bridge import (
 from ._jax_collectives import input_values, measure_jax_time_s, sharded_inputs
 from ._matmul_plan import Collective, MatmulPlan, Reshard, plan_matmul, plan_reshard
 from ._models import LatentAttention, ModelSpec, model, models, register_model
-from ._parallelism import data_parallel_critical_batch, pipeline_bubble_fraction, tensor_parallel_max_degree
+from ._parallelism import (
+    cross_slice_critical_batch,
+    data_parallel_critical_batch,
+    fsdp_tensor_parallel_critical_batch,
+    optimal_fsdp_degree,
+    pipeline_bubble_fraction,
+    tensor_parallel_max_degree,
+)
+from ._pipeline import PipelineOp, PipelineSchedule, pipeline_peak_activations, pipeline_schedule, plot_pipeline_schedule
+from ._plan_search import PipelineNeed, PlanSearch, needs_pipeline, pipeline_crossover, plot_pipeline_crossover, search_plans
 from ._plot import plot_roofline
 from ._probe import measure_copy_time_s, measure_machine, measure_matmul_time_s
 from ._profile import (
@@ -125,6 +134,14 @@ from ._systolic import (
 )
 from ._tiles import Tile, best_tile, search_tiles, tile_intensity, tile_smem_bytes
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_pod, tpu_slice
+from ._training import (
+    ParallelPlan,
+    TrainingCost,
+    model_flops_utilization,
+    training_cost,
+    training_memory_bytes,
+    zero_state_bytes,
+)
 from ._transformer import (
     attention_crossover_seq_len,
     attention_intensity,
@@ -176,6 +193,12 @@ __all__ = [
     "RooflineCheck", "compare_with_roofline", "prediction_table",
     # parallelism rooflines (chapters 5, 12)
     "data_parallel_critical_batch", "pipeline_bubble_fraction", "tensor_parallel_max_degree",
+    "fsdp_tensor_parallel_critical_batch", "optimal_fsdp_degree", "cross_slice_critical_batch",
+    # training: the cost model, pipeline schedules, the plan search (chapter 5)
+    "ParallelPlan", "TrainingCost", "training_cost", "training_memory_bytes", "model_flops_utilization",
+    "zero_state_bytes", "PipelineOp", "PipelineSchedule", "pipeline_schedule", "pipeline_peak_activations",
+    "plot_pipeline_schedule", "PlanSearch", "PipelineNeed", "search_plans", "needs_pipeline", "pipeline_crossover",
+    "plot_pipeline_crossover",
     # GPUs: CUDA cores, a node's switches, collectives level by level, rooflines of EP, PP and MoE (chapter 12)
     "vector_alus", "vector_clock_hz", "vector_add_time_s", "measure_vector_add_time_s", "node_bandwidth_bytes_per_s",
     "fat_tree_level_bytes_per_s", "hierarchical_allgather_time_s", "hierarchical_allreduce_time_s",

@@ -53,6 +53,25 @@ def call_time_s(statement: str, repeats: int = 5) -> float:
     return min(timer.repeat(repeat=repeats, number=number)) / number
 
 
+def plan_search_rates(repeats: int = 3) -> dict:
+    """Plans per second of the vectorised plan search and of its per-plan reference loop, on one case, and
+    the wall time of searching LLaMA-3.1-405B on 16,384 H100s (best of `repeats`)."""
+    import scalelib as sl
+
+    case = ("llama-3-70b", 4 * 2**20, sl.gpu_cluster(512, "h100"))
+    rates = {}
+    for method in ("numpy", "loop"):
+        best = min(sl.search_plans(*case, seq_len=4096, method=method).seconds for _ in range(repeats))
+        rates[method] = sl.search_plans(*case, seq_len=4096, method=method).evaluated / best
+    big = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        found = sl.search_plans("llama-3.1-405b", 16 * 2**20, sl.gpu_cluster(2048, "h100"), seq_len=8192)
+        big.append(time.perf_counter() - start)
+    return {"numpy_plans_per_s": rates["numpy"], "loop_plans_per_s": rates["loop"],
+            "ratio": rates["numpy"] / rates["loop"], "search_405b_s": min(big), "plans_405b": found.evaluated}
+
+
 def notebook_time_s(path: Path, timeout: int = 600) -> float:
     """Wall time of executing the notebook at `path` in a fresh kernel (nbclient)."""
     import nbclient
@@ -73,6 +92,12 @@ def main(root: str = ".") -> int:
     print(f"import scalelib: {fmt(import_time_s(), 's')} (best of 7, beyond an empty interpreter's start)")
     for label, statement in CALLS:
         print(f"{label:45s} {fmt(call_time_s(statement), 's')} (best of 5)")
+    search = plan_search_rates()
+    print(f"{'plan search, vectorised (numpy)':45s} {search['numpy_plans_per_s']:.3g} plans/s")
+    print(f"{'plan search, reference loop':45s} {search['loop_plans_per_s']:.3g} plans/s "
+          f"(the vectorised one is {search['ratio']:.0f}x faster)")
+    print(f"{'search: LLaMA-3.1-405B on 16,384 H100s':45s} {fmt(search['search_405b_s'], 's')} "
+          f"({search['plans_405b']} plans, best of 3)")
     notebooks = sorted(p for d in ("book", "solutions", "exercises") for p in (base / d).glob("*.ipynb"))
     total = 0.0
     for path in notebooks:

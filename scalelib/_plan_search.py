@@ -1,0 +1,514 @@
+"""Searching every parallel plan (chapter 5): the fastest that fits, its runners-up, and whether PP pays.
+
+:func:`search_plans` lists every plan for a model, a batch and a cluster: each way of writing the
+chips as data × FSDP × tensor × pipeline (tensor dividing the heads, at most one stage per layer),
+expert parallelism for an MoE, the microbatch counts, the pipeline schedules and the remat
+policies; it prices each with the cost model of :func:`~scalelib.training_cost`, drops those that
+do not fit in memory or cut a microbatch below one sequence, and returns the fastest with the best
+plan of every other kind of parallelism and why each loses.
+
+Two implementations do the pricing: ``method="numpy"`` evaluates all plans at once as arrays,
+``method="loop"`` calls the cost model plan by plan. The second is the reference: the tests hold the
+first to the same numbers, bit for bit. :func:`needs_pipeline` and :func:`pipeline_crossover` ask
+"do you need pipeline parallelism?" of one cluster or of a range of sizes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._derivation import Derivation, derivable
+from ._errors import InvalidValueError
+from ._models import model as _model
+from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_slice
+from ._training import REMAT, ParallelPlan, TrainingCost, _cost, _divisors, _plan_terms, _Setup, _setup
+from ._units import fmt
+from ._validate import count, flag, name as _name, shown
+
+#: Pipeline schedules the search tries, as (schedule, chunks per stage).
+SEARCH_SCHEDULES = (("1f1b", 1), ("gpipe", 1), ("interleaved", 2), ("interleaved", 4))
+_CODE = {"gpipe": 0, "1f1b": 1, "interleaved": 2}
+_METHODS = ("numpy", "loop")
+
+
+@dataclass(frozen=True)
+class PlanSearch:
+    """The result of :func:`search_plans`.
+
+    ``best`` is the fastest plan that fits (a :class:`TrainingCost`); ``runners_up`` the fastest of
+    each other kind of parallelism, as (cost, why it loses); ``evaluated`` the plans priced,
+    ``legal`` those that fit; ``step_times_s`` and ``memory_bytes`` every plan's numbers (inf for
+    a plan that breaks a rule other than memory), in the order of ``grid``; ``seconds`` the search's
+    wall time.
+    """
+
+    best: TrainingCost
+    runners_up: tuple = field(repr=False)
+    evaluated: int = 0
+    legal: int = 0
+    seconds: float = field(default=0.0, repr=False)
+    method: str = "numpy"
+    step_times_s: np.ndarray = field(default=None, repr=False)
+    memory_bytes: np.ndarray = field(default=None, repr=False)
+    grid: dict = field(default=None, repr=False)
+
+    @property
+    def time_s(self) -> float:
+        return self.best.time_s
+
+    def table(self) -> str:
+        """A Markdown table of the best plan and the runners-up: step time, MFU, memory, why each loses."""
+        rows = ["| plan | step | MFU | memory per chip | verdict |", "|---|---|---|---|---|",
+                _row(self.best, "**best**")]
+        rows += [_row(cost, why) for cost, why in self.runners_up]
+        return "\n".join(rows)
+
+
+def _row(cost: TrainingCost, why: str) -> str:
+    p = cost.plan
+    extra = ""
+    if p.pipeline > 1:
+        extra = f" ({p.schedule}{'' if p.virtual_stages == 1 else f', v={p.virtual_stages}'}, m={p.microbatches})"
+    elif p.microbatches > 1:
+        extra = f" (m={p.microbatches})"
+    return (f"| {p.label}{extra}, remat {p.remat} | {fmt(cost.time_s, 's')} | {cost.mfu:.1%} | "
+            f"{fmt(cost.memory_bytes['total'], 'B')} | {why} |")
+
+
+def _grid(s: _Setup, slices: int, pipeline: bool, max_microbatches: int, remats) -> dict:
+    """Every candidate plan, as integer arrays in nested-loop order (base, expert, microbatches, schedule, remat)."""
+    n = s.chips
+    base = []
+    for t in _divisors(n):
+        if s.heads % t:
+            continue
+        for p in _divisors(n // t):
+            if p > s.L or (p > 1 and not pipeline):
+                continue
+            for f in _divisors(n // (t * p)):
+                base.append((n // (t * p * f), f, t, p))
+    experts = [e for e in _divisors(s.E)] if s.model.is_moe else [1]
+    mbs = [2**i for i in range(int(math.log2(max_microbatches)) + 1)]
+    scheds = [(_CODE[name], v) for name, v in (SEARCH_SCHEDULES if pipeline else SEARCH_SCHEDULES[:1])]
+    rs = [REMAT.index(r) for r in remats]
+    base_a = np.array(base, dtype=np.int64)
+    shape = (len(base), len(experts), len(mbs), len(scheds), len(rs))
+    ib, ie, im, isch, ir = (i.ravel() for i in np.indices(shape))
+    sched_a = np.array(scheds, dtype=np.int64)
+    return {"data": base_a[ib, 0], "fsdp": base_a[ib, 1], "tensor": base_a[ib, 2], "pipeline": base_a[ib, 3],
+            "expert": np.array(experts, dtype=np.int64)[ie], "slices": np.full(ib.size, slices, dtype=np.int64),
+            "microbatches": np.array(mbs, dtype=np.int64)[im], "schedule": sched_a[isch, 0],
+            "virtual_stages": sched_a[isch, 1], "remat": np.array(rs, dtype=np.int64)[ir]}
+
+
+def _rules_numpy(s: _Setup, g: dict) -> np.ndarray:
+    """Which plans keep the rules other than memory (the same as :func:`_rules_one`)."""
+    d, f, t, p, e, sl = g["data"], g["fsdp"], g["tensor"], g["pipeline"], g["expert"], g["slices"]
+    mb, sched, v = g["microbatches"], g["schedule"], g["virtual_stages"]
+    R = d * f * sl
+    ok = (f % e == 0) & (p * v <= s.L) & (R <= s.B)
+    ok &= (mb == 1) | (s.B / R / mb >= s.T)
+    ok &= (p > 1) | ((sched == 1) & (v == 1))
+    ok &= (sched != 2) | (mb % p == 0)
+    return ok
+
+
+def _rules_one(s: _Setup, d, f, t, p, e, sl, mb, sched, v) -> bool:
+    R = d * f * sl
+    if f % e or p * v > s.L or R > s.B:
+        return False
+    if mb > 1 and s.B / R / mb < s.T:
+        return False
+    if p == 1 and (sched != 1 or v != 1):
+        return False
+    return not (sched == 2 and mb % p)
+
+
+def _spb_numpy(s: _Setup, axis: str, n, inner):
+    """Seconds per byte of an axis for arrays of degrees (as :func:`scalelib._training._seconds_per_byte`)."""
+    one = n == 1
+    if axis == "slices":
+        return np.where(one, 0.0, 1.0 / s.w_dcn if s.w_dcn else 0.0)
+    if not s.gpu:
+        logs = np.zeros(s.chips + 1)
+        for k, value in s.logs.items():
+            logs[k] = value
+        return np.where(one, 0.0, s.log_chips / (s.w_ici * np.where(one, 1.0, logs[n])))
+    inside = inner * n <= s.g
+    cross = np.minimum(inner, s.g) / s.w_node
+    out = np.where(inner < s.g, np.maximum(1.0 / s.w_gpu, cross), cross)
+    return np.where(one, 0.0, np.where(inside, 1.0 / s.w_gpu, out))
+
+
+def _costs_numpy(s: _Setup, g: dict):
+    """(step time s, memory per chip B) of every plan in `g`, the operations of :func:`_plan_terms` in order."""
+    d, f, t, p, e, sl = g["data"], g["fsdp"], g["tensor"], g["pipeline"], g["expert"], g["slices"]
+    mb, sched, v, r = g["microbatches"], g["schedule"], g["virtual_stages"], g["remat"]
+    N = d * f * t * p * sl
+    R = d * f * sl
+    L_stage = -(-s.L // (p * v)) * v
+    uneven = L_stage * p / s.L
+    full = np.where(r == 2, 1.0, 0.0)
+    recompute = np.array(s.recompute)[r]
+    fwd_c = s.fwd_flops / (N * s.C) * uneven
+    bwd_c = (2.0 * s.fwd_flops + recompute) / (N * s.C) * uneven
+    tok = s.B / R
+    fe = np.maximum(f // e, 1)
+    shard = (s.P - s.P_exp) * ((f - 1) / f) + s.P_exp * ((fe - 1) / fe)
+    spb_f = _spb_numpy(s, "fsdp", f, t)
+    gather = mb * (s.b_param * shard / (t * p)) * spb_f
+    scatter = mb * (s.b_grad * shard / (t * p)) * spb_f
+    a2a = s.b_act * (tok / t) * s.k * s.D * ((e - 1) / e) * (s.L_moe / p) * spb_f
+    fwd = np.maximum(fwd_c, gather + 2.0 * a2a)
+    bwd = np.maximum(bwd_c, gather + scatter + (2.0 + 2.0 * full) * a2a)
+    per_pass = L_stage * 4.0 * ((t - 1) / t) * s.b_act * tok * s.D * _spb_numpy(s, "tensor", t, 1)
+    fwd = np.maximum(fwd, per_pass)
+    bwd = np.maximum(bwd, (2.0 + full) * per_pass)
+    bwd = np.maximum(bwd, 2.0 * ((d - 1) / d) * s.b_grad * s.P / (t * p * f) * _spb_numpy(s, "data", d, t * f))
+    hop = v * s.b_act * tok * s.D / t * _spb_numpy(s, "pipeline", p, t * f * d)
+    fwd = np.maximum(fwd, hop)
+    bwd = np.maximum(bwd, hop)
+    bwd = np.maximum(bwd, 2.0 * ((sl - 1) / sl) * s.b_grad * s.P / (t * p * f * d) * _spb_numpy(s, "slices", sl, 1))
+    stretch = (v * mb + p - 1) / (v * mb)
+    step = (fwd + bwd) * stretch
+    local = s.P / (t * p * f)
+    gathered = np.where(f > 1, 2.0 * s.b_param * s.P_layer / t, 0.0)
+    held = np.where(p == 1, 1.0, np.where(sched == 0, mb * 1.0, np.where(
+        sched == 1, np.minimum(mb, p) * 1.0, np.minimum(mb * 1.0, p + (p - 1) / v))))
+    tok_mb = tok / mb / t
+    act_values = np.array(s.act_values)
+    acts = s.b_act * act_values[r] * tok_mb * L_stage * held + full * s.b_act * s.act_values[0] * tok_mb
+    memory = s.b_param * local + s.b_grad * local + s.b_state * local + gathered + acts
+    return step, memory
+
+
+def _costs_loop(s: _Setup, g: dict):
+    """The same numbers as :func:`_costs_numpy`, one plan at a time through the cost model."""
+    columns = [g[k].tolist() for k in ("data", "fsdp", "tensor", "pipeline", "expert", "slices", "microbatches",
+                                       "schedule", "virtual_stages", "remat")]
+    steps, memory = [], []
+    for d, f, t, p, e, sl, mb, sched, v, r in zip(*columns):
+        out = _plan_terms(s, d, f, t, p, e, sl, mb, sched, v, r)
+        steps.append(out[0])
+        memory.append(out[-1]["total"])
+    return np.array(steps), np.array(memory)
+
+
+def _plan_at(g: dict, i: int) -> ParallelPlan:
+    names = {0: "gpipe", 1: "1f1b", 2: "interleaved"}
+    return ParallelPlan(data=int(g["data"][i]), fsdp=int(g["fsdp"][i]), tensor=int(g["tensor"][i]),
+                        pipeline=int(g["pipeline"][i]), expert=int(g["expert"][i]), slices=int(g["slices"][i]),
+                        microbatches=int(g["microbatches"][i]), schedule=names[int(g["schedule"][i])],
+                        virtual_stages=int(g["virtual_stages"][i]), remat=REMAT[int(g["remat"][i])])
+
+
+def _family_codes(g: dict) -> np.ndarray:
+    return sum(((g[a] > 1).astype(np.int64) << k) for k, a in enumerate(("pipeline", "tensor", "expert", "fsdp", "data")))
+
+
+def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, method, runners_up) -> PlanSearch:
+    start = time.perf_counter()
+    g = _grid(s, slices, pipeline, max_microbatches, remats)
+    if method == "numpy":
+        ok = _rules_numpy(s, g)
+        step, memory = _costs_numpy(s, g)
+    else:
+        columns = [g[k].tolist() for k in ("data", "fsdp", "tensor", "pipeline", "expert", "slices",
+                                           "microbatches", "schedule", "virtual_stages")]
+        ok = np.array([_rules_one(s, *plan) for plan in zip(*columns)], dtype=bool)
+        step, memory = _costs_loop(s, g)
+    step = np.where(ok, step, np.inf)
+    fits = ok & (memory <= s.hbm)
+    seconds = time.perf_counter() - start
+    if not fits.any():
+        least = memory[ok].min() if ok.any() else math.inf
+        raise InvalidValueError(
+            f"`model`: {s.model.name} fits nowhere on {topology!r}: the plan needing the least memory still needs "
+            f"{fmt(least, 'B')} per chip, more than {fmt(s.hbm, 'B')}; use more chips, a smaller batch or model")
+    timed = np.where(fits, step, np.inf)
+    best_i = int(np.lexsort((memory, timed))[0])  # ties: the plan needing less memory
+    best = _cost(s, _plan_at(g, best_i))
+    families = _family_codes(g)
+    others = []
+    for code in np.unique(families[ok]):
+        if code == families[best_i]:
+            continue
+        mine = families == code
+        if (fits & mine).any():
+            i = int(np.lexsort((memory, np.where(mine, timed, np.inf)))[0])
+            cost = _cost(s, _plan_at(g, i))
+            why = f"{cost.time_s / best.time_s - 1:.0%} slower: {cost.binding}"
+            others.append((cost.time_s, cost, why))
+        else:
+            i = int(np.argmin(np.where(mine & ok, memory, np.inf)))
+            cost = _cost(s, _plan_at(g, i))
+            others.append((math.inf, cost, f"fits nowhere: needs at least {fmt(cost.memory_bytes['total'], 'B')} "
+                                             f"per chip, over {fmt(s.hbm, 'B')}"))
+    others.sort(key=lambda x: (x[0], x[1].memory_bytes["total"]))
+    return PlanSearch(best, tuple((c, w) for _, c, w in others[:runners_up]), int(step.size), int(fits.sum()),
+                      seconds, method, step, memory, g)
+
+
+def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up, kw):
+    s = _setup(model, B, topology, seq_len=seq_len, **kw)
+    sl = count("slices", slices)
+    if sl > 1 and s.gpu:
+        raise InvalidValueError(f"`slices`: a GPU cluster is one network; slices join TPU slices over DCN, got {sl}")
+    if sl > 1 and not s.w_dcn:
+        raise InvalidValueError(f"`slices`: {topology.spec.name} has no DCN bandwidth on record to join slices")
+    mm = count("max_microbatches", max_microbatches)
+    if mm > 4096:
+        raise InvalidValueError(f"`max_microbatches` must be at most 4096, got {mm}")
+    if isinstance(remat, str):
+        remat = (remat,)
+    if not isinstance(remat, (tuple, list)) or not remat:
+        raise InvalidValueError(f"`remat` must be a remat policy or a list of them ({', '.join(REMAT)}), got {shown(remat)}")
+    remats = tuple(dict.fromkeys(_name("remat", r, REMAT, "remat policy") for r in remat))
+    method = _name("method", method, _METHODS, "search method")
+    return s, sl, flag("pipeline", pipeline), mm, remats, method, count("runners_up", runners_up, minimum=0)
+
+
+@derivable
+def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_microbatches=64, remat=REMAT,
+                 method="numpy", runners_up=5, dtype="bf16", param_dtype="bf16", grad_dtype="bf16", optimizer="adam",
+                 optimizer_dtype="f32", master_dtype=None, hbm_bytes=None):
+    """Price every legal parallel plan for `model` on `topology` and return the fastest that fits, with runners-up.
+
+    Plans: data × FSDP × tensor × pipeline = the topology's chips (tensor dividing the query heads,
+    a stage per layer at most), expert parallelism dividing E and the FSDP axis (an MoE), 1 to
+    `max_microbatches` microbatches (powers of 2; none shorter than a sequence), GPipe, 1F1B and
+    interleaved schedules (2 and 4 chunks per stage) when there is a pipeline, and each remat
+    policy in `remat`. Each is priced by the cost model of :func:`training_cost`.
+
+    Formula:
+        best = argmin over plans that fit of T_step (the cost model of training_cost)
+
+    Args:
+        model: a model name or a :class:`ModelSpec`.
+        B: tokens per step (the global batch, >= 1).
+        topology: a :class:`TpuSlice` (one of `slices`) or a :class:`GpuCluster`.
+        seq_len: T, tokens per sequence.
+        slices: TPU slices joined over DCN (data parallelism across them).
+        pipeline: whether to consider pipeline parallelism at all.
+        max_microbatches: the most microbatches per step tried (<= 4096).
+        remat: the remat policies tried (one name or several).
+        method: ``"numpy"`` (all plans as arrays) or ``"loop"`` (one at a time: the reference).
+        runners_up: how many other kinds of plan to report.
+        dtype, param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype, hbm_bytes: as in
+            :func:`training_cost`.
+
+    Returns:
+        a :class:`PlanSearch` (its ``best`` a :class:`TrainingCost`, times in s).
+
+    Chapter:
+        5 (Parallelism for training)
+
+    Example:
+        >>> from scalelib import gpu_cluster
+        >>> found = search_plans("llama-3-70b", 4 * 2**20, gpu_cluster(64, "h100"), seq_len=4096)
+        >>> found.best.plan
+        ParallelPlan(DP 8 × FSDP 8 × TP 8; 4 microbatches, remat none)
+        >>> fmt(found.best.time_s, "s"), found.evaluated
+        ('3.72 s', 16800)
+    """
+    s, sl, pp, mm, remats, method, keep = _search_args(
+        model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up,
+        dict(dtype=dtype, param_dtype=param_dtype, grad_dtype=grad_dtype, optimizer=optimizer,
+             optimizer_dtype=optimizer_dtype, master_dtype=master_dtype, hbm_bytes=hbm_bytes))
+    found = _search(s, topology, sl, pp, mm, remats, method, keep)
+    return Derivation(f"T_step(best of {found.evaluated} plans)", "min over plans that fit of T_step",
+                      lambda: f"T_step({found.best.plan.label})", found.best.time_s, "s",
+                      where=(f"{found.legal} of {found.evaluated} plans fit; the best: {found.best.plan!r}",),
+                      returns=found)
+
+
+@dataclass(frozen=True)
+class PipelineNeed:
+    """:func:`needs_pipeline`'s answer: the best plan with and without pipeline parallelism."""
+
+    with_pipeline: TrainingCost
+    without_pipeline: TrainingCost | None
+    speedup: float
+    needed: bool
+
+    @property
+    def time_s(self) -> float:
+        return self.with_pipeline.time_s
+
+    def __repr__(self) -> str:
+        without = "nothing fits" if self.without_pipeline is None else fmt(self.without_pipeline.time_s, "s")
+        return (f"PipelineNeed({'needed' if self.needed else 'not needed'}: with PP {fmt(self.with_pipeline.time_s, 's')}"
+                f", without {without}, speedup {self.speedup:.2f}x)")
+
+
+def needs_pipeline(model, B, topology, *, seq_len, slices=1, threshold=1.05, **options):
+    """Do you need pipeline parallelism? The best plan with and without it, and whether PP wins by `threshold`.
+
+    It is needed when it makes the step at least `threshold` times faster (1.05: 5%), or when nothing
+    fits without it. Mostly it is needed where data-parallel communication would otherwise bind: a
+    small high-bandwidth domain (8-GPU nodes) under a small batch per chip.
+
+    Args:
+        model, B, topology, seq_len, slices: as in :func:`search_plans`.
+        threshold: the speedup that counts as needing PP (>= 1).
+        **options: further options of :func:`search_plans` (``remat``, ``max_microbatches``, dtypes).
+
+    Returns:
+        a :class:`PipelineNeed` (times in s).
+
+    Chapter:
+        5 (Parallelism for training)
+
+    Example:
+        >>> from scalelib import gpu_cluster
+        >>> needs_pipeline("llama-3-70b", 4 * 2**20, gpu_cluster(2048, "h100"), seq_len=4096)   # 16,384 GPUs
+        PipelineNeed(needed: with PP 179 ms, without 265 ms, speedup 1.48x)
+        >>> needs_pipeline("llama-3-70b", 4 * 2**20, gpu_cluster(128, "gb200-nvl72"), seq_len=4096).needed
+        False
+    """
+    from ._validate import number
+
+    th = number("threshold", threshold, at_least=1)
+    if np.ndim(th):
+        raise InvalidValueError(f"`threshold` must be one number, got {shown(threshold)}")
+    for key in ("pipeline", "method", "runners_up"):
+        if key in options:
+            raise InvalidValueError(f"`{key}`: needs_pipeline sets it itself")
+    best = search_plans(model, B, topology, seq_len=seq_len, slices=slices, runners_up=0, **options).best
+    try:
+        flat = search_plans(model, B, topology, seq_len=seq_len, slices=slices, pipeline=False, runners_up=0,
+                            **options).best
+    except InvalidValueError as err:
+        if "fits nowhere" not in str(err):
+            raise
+        flat = None
+    speedup = math.inf if flat is None else flat.time_s / best.time_s
+    return PipelineNeed(best, flat, speedup, speedup >= th)
+
+
+def _cluster_of(chips: int, chip):
+    """A GPU cluster of `chips` GPUs, or a TPU slice (cubes of 4x4x4, as even as can be) and how many slices."""
+    from ._specs import chip as _chip
+
+    spec = _chip(chip)
+    if spec.family == "gpu":
+        g = spec._require("scale_up_domain", "a GPU cluster")
+        if chips % g:
+            raise InvalidValueError(f"`sizes`: a {spec.name} cluster is whole nodes of {g} GPUs, got {chips} GPUs")
+        return gpu_cluster(chips // g, spec), 1
+    pod, cube = spec._require("pod_shape", "a TPU slice"), spec.wraparound_cube
+    if len(pod) != 3 or not cube:
+        raise InvalidValueError(f"`chip`: the crossover sweep builds 3D slices of {spec.name}; use a 3D TPU (v4p, v5p)")
+    shape, left = [cube] * 3, chips // cube**3
+    if chips % cube**3 or left & (left - 1):
+        raise InvalidValueError(f"`sizes`: a {spec.name} slice here is a power of 2 of {cube}x{cube}x{cube} cubes, "
+                                f"got {chips} chips")
+    slices = 1
+    while left > 1:
+        i = min(range(3), key=lambda k: (shape[k], k))
+        if shape[i] * 2 > pod[i]:
+            slices, left = slices * left, 1
+            break
+        shape[i] *= 2
+        left //= 2
+    return tpu_slice(tuple(shape), spec), slices
+
+
+def pipeline_crossover(model, B, sizes, chip, *, seq_len, **options):
+    """The best step with and without pipeline parallelism as a cluster of `chip` grows, at a fixed batch.
+
+    GPUs come in whole nodes (8, or 72 for GB200 NVL72); TPUs (3D: v4p, v5p) in slices of 4x4x4 cubes,
+    several slices over DCN once one slice would outgrow the pod.
+
+    Args:
+        model: a model name or a :class:`ModelSpec`.
+        B: tokens per step (the global batch, fixed across sizes).
+        sizes: chip counts to try (whole numbers).
+        chip: the chip (a GPU or a 3D TPU).
+        seq_len: T, tokens per sequence.
+        **options: further options of :func:`search_plans`.
+
+    Returns:
+        a dict of numpy arrays: ``chips``, ``mfu_with``, ``mfu_without`` (fractions; nan where nothing
+        fits), ``step_with_s``, ``step_without_s`` (s), and ``plans_with``, ``plans_without`` (lists).
+
+    Chapter:
+        5 (Parallelism for training)
+
+    Example:
+        >>> out = pipeline_crossover("llama-3-70b", 4 * 2**20, [512, 16384], "h100", seq_len=4096)
+        >>> [round(float(x), 2) for x in out["mfu_without"] / out["mfu_with"]]
+        [1.0, 0.68]
+    """
+    from ._validate import counts
+
+    ns = counts("sizes", [sizes] if isinstance(sizes, (int, np.integer)) else sizes)
+    out = {"chips": np.array(ns, dtype=float), "mfu_with": [], "mfu_without": [], "step_with_s": [],
+           "step_without_s": [], "plans_with": [], "plans_without": []}
+    for n in ns:
+        topology, slices = _cluster_of(n, chip)
+        need = needs_pipeline(model, B, topology, seq_len=seq_len, slices=slices, **options)
+        out["mfu_with"].append(need.with_pipeline.mfu)
+        out["step_with_s"].append(need.with_pipeline.time_s)
+        out["plans_with"].append(need.with_pipeline.plan)
+        flat = need.without_pipeline
+        out["mfu_without"].append(math.nan if flat is None else flat.mfu)
+        out["step_without_s"].append(math.nan if flat is None else flat.time_s)
+        out["plans_without"].append(None if flat is None else flat.plan)
+    for key in ("mfu_with", "mfu_without", "step_with_s", "step_without_s"):
+        out[key] = np.array(out[key], dtype=float)
+    return out
+
+
+def plot_pipeline_crossover(model, B, sizes, chips, *, seq_len, ax=None, **options):
+    """MFU of the best plan with and without pipeline parallelism against cluster size, one pair of lines per chip.
+
+    Args:
+        model, B, sizes, seq_len, **options: as in :func:`pipeline_crossover`.
+        chips: chip names (one line pair each), e.g. ``["h100", "gb200-nvl72", "tpu-v5p"]``; sizes that do
+            not fit a chip's unit (whole nodes, cubes) are skipped for it.
+        ax: a matplotlib Axes to draw on; a new figure when None.
+
+    Returns:
+        The matplotlib Axes.
+
+    Chapter:
+        5 (Parallelism for training)
+
+    Example:
+        >>> ax = plot_pipeline_crossover("llama-3-70b", 4 * 2**20, [512, 2048], ["h100"], seq_len=4096, remat="full")
+        >>> ax.get_ylabel()
+        'MFU of the best plan (%)'
+    """
+    from ._diagrams import _axes
+    from ._validate import counts
+
+    names = [chips] if isinstance(chips, str) else list(chips) if isinstance(chips, (list, tuple)) else None
+    if not names or not all(isinstance(n, str) for n in names):
+        raise InvalidValueError(f"`chips` must be chip names, e.g. ['h100', 'tpu-v5p'], got {shown(chips)}")
+    ns = counts("sizes", [sizes] if isinstance(sizes, (int, np.integer)) else sizes)
+    ax = _axes(ax, figsize=(8.5, 4.5))
+    for name in names:
+        usable = []
+        for n in ns:
+            try:
+                _cluster_of(n, name)
+            except InvalidValueError:
+                continue
+            usable.append(n)
+        if not usable:
+            raise InvalidValueError(f"`sizes`: none of {list(ns)} makes a cluster of {name}")
+        out = pipeline_crossover(model, B, usable, name, seq_len=seq_len, **options)
+        (line,) = ax.semilogx(out["chips"], 100 * out["mfu_with"], "o-", label=f"{name}: with PP")
+        ax.semilogx(out["chips"], 100 * out["mfu_without"], "x--", color=line.get_color(), label=f"{name}: without PP")
+    ax.set_xlabel("chips in the cluster")
+    ax.set_ylabel("MFU of the best plan (%)")
+    ax.set_title(f"{_model(model).name}, {fmt(B)} tokens per step: does pipelining pay?")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    ax.figure.tight_layout()
+    return ax

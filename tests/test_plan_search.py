@@ -1,0 +1,118 @@
+"""The plan search: the vectorised path equals the per-plan reference exactly; what it finds, and how fast."""
+
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import scalelib as sl
+
+TINY_MOE = sl.ModelSpec(name="tiny-moe", L=8, D=1024, F=2048, N=16, K=4, H=64, V=32000, E=8, k=2)
+CLUSTERS = [
+    (sl.gpu_cluster(1, "h100"), 1), (sl.gpu_cluster(4, "h100"), 1), (sl.gpu_cluster(2, "gb200-nvl72"), 1),
+    (sl.tpu_slice((4, 4, 4), "tpu-v5p"), 1), (sl.tpu_slice((4, 4, 8), "tpu-v5p"), 2),
+    (sl.tpu_slice((8, 8), "tpu-v5e"), 1), (sl.tpu_slice((2, 4), "tpu-v5e"), 1),
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(["llama-3-8b", "llama-2-13b", "mixtral-8x7b", TINY_MOE]),
+       cluster=st.sampled_from(CLUSTERS), log_batch=st.integers(17, 24), seq_len=st.sampled_from([512, 2048, 8192]),
+       remat=st.sets(st.sampled_from(["none", "dot_product", "full"]), min_size=1),
+       max_mb=st.sampled_from([1, 4, 32]), pipeline=st.booleans(), hbm=st.sampled_from([None, 24e9, 500e9]))
+def test_the_vectorised_search_agrees_with_the_reference_loop_to_the_last_bit(model, cluster, log_batch, seq_len,
+                                                                              remat, max_mb, pipeline, hbm):
+    topology, slices = cluster
+    kw = dict(seq_len=seq_len, slices=slices, remat=tuple(sorted(remat)), max_microbatches=max_mb,
+              pipeline=pipeline, hbm_bytes=hbm)
+    results = []
+    for method in ("numpy", "loop"):
+        try:
+            results.append(sl.search_plans(model, 2**log_batch, topology, method=method, **kw))
+        except sl.InvalidValueError as err:
+            results.append(str(err))
+    fast, slow = results
+    if isinstance(fast, str) or isinstance(slow, str):
+        assert fast == slow  # both find that nothing fits, with the same message
+        return
+    np.testing.assert_array_equal(fast.step_times_s, slow.step_times_s)
+    np.testing.assert_array_equal(fast.memory_bytes, slow.memory_bytes)
+    assert fast.best.plan == slow.best.plan and fast.legal == slow.legal
+    assert [c.plan for c, _ in fast.runners_up] == [c.plan for c, _ in slow.runners_up]
+
+
+def test_the_search_prices_each_plan_as_training_cost_does():
+    topo = sl.tpu_slice((4, 4, 4), "tpu-v5p")
+    found = sl.search_plans("llama-3-8b", 2**20, topo, seq_len=4096, method="numpy")
+    g = found.grid
+    legal = np.flatnonzero(np.isfinite(found.step_times_s))
+    for i in legal[:: max(1, legal.size // 40)]:
+        plan = sl._plan_search._plan_at(g, int(i))
+        cost = sl.training_cost("llama-3-8b", 2**20, plan, topo, seq_len=4096)
+        assert cost.time_s == found.step_times_s[i] and cost.memory_bytes["total"] == found.memory_bytes[i]
+    fits = np.isfinite(found.step_times_s) & (found.memory_bytes <= topo.spec.hbm_bytes)
+    assert found.best.time_s == found.step_times_s[fits].min()
+
+
+def test_runners_up_are_other_kinds_of_parallelism_each_with_its_reason():
+    found = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(2048, "h100"), seq_len=4096)
+    families = [c.plan.family for c, _ in found.runners_up]
+    assert found.best.plan.family not in families and len(set(families)) == len(families)
+    assert all(why.split(":")[0].endswith("slower") or why.startswith("fits nowhere") for _, why in found.runners_up)
+    assert found.table().startswith("| plan | step | MFU |")
+
+
+def test_llama_3_405b_on_16384_gpus_is_searched_in_well_under_a_second():
+    start = time.perf_counter()
+    found = sl.search_plans("llama-3.1-405b", 16 * 2**20, sl.gpu_cluster(2048, "h100"), seq_len=8192)
+    assert time.perf_counter() - start < 1.0
+    assert found.evaluated > 30000 and found.best.fits
+    assert found.best.plan.tensor >= 8  # its 405B parameters need TP (Meta used TP 8 × PP 16 × DP 128)
+
+
+def test_the_vectorised_search_is_many_times_faster_than_the_loop():
+    kw = dict(seq_len=4096)
+    fast = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(512, "h100"), method="numpy", **kw)
+    slow = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(512, "h100"), method="loop", **kw)
+    assert slow.seconds > 4 * fast.seconds
+
+
+def test_pipelines_pay_on_8_gpu_nodes_at_a_small_batch_per_gpu_but_not_on_nvl72_or_a_v5p_pod():
+    B = 4 * 2**20  # 4M tokens, 256 per chip on 16,384 chips: far below data parallelism's ≈2475 over InfiniBand
+    assert sl.needs_pipeline("llama-3-70b", B, sl.gpu_cluster(2048, "h100"), seq_len=4096).needed
+    assert not sl.needs_pipeline("llama-3-70b", B, sl.gpu_cluster(228, "gb200-nvl72"), seq_len=4096).needed
+    assert not sl.needs_pipeline("llama-3-70b", B, sl.tpu_slice((16, 16, 16), "tpu-v5p"), seq_len=4096,
+                                 slices=4).needed
+    # with a big batch per GPU, 8-GPU nodes do not need it either
+    assert not sl.needs_pipeline("llama-3-70b", B, sl.gpu_cluster(64, "h100"), seq_len=4096).needed
+
+
+def test_the_crossover_plot_has_a_line_pair_per_chip():
+    ax = sl.plot_pipeline_crossover("llama-3-8b", 2**20, [64, 512], ["h100", "tpu-v5p"], seq_len=4096, remat="full")
+    assert len(ax.get_lines()) == 4 and ax.get_xlabel() == "chips in the cluster"
+    plt.close("all")
+
+
+def test_a_model_that_fits_nowhere_says_how_much_it_needs():
+    with pytest.raises(sl.InvalidValueError, match=r"^`model`: llama-3.1-405b fits nowhere on GpuCluster\(h100, 1 "
+                                                   r"node\(s\) x 8 GPUs = 8 GPUs\): the plan needing the least memory "
+                                                   r"still needs .* per chip, more than 80 GB"):
+        sl.search_plans("llama-3.1-405b", 2**20, sl.gpu_cluster(1, "h100"), seq_len=4096)
+
+
+def test_search_options_are_checked():
+    node = sl.gpu_cluster(1, "h100")
+    with pytest.raises(sl.InvalidValueError, match=r"^`slices`: a GPU cluster is one network"):
+        sl.search_plans("llama-3-8b", 2**20, node, seq_len=4096, slices=2)
+    with pytest.raises(sl.UnknownNameError, match=r"^`method`: unknown search method 'fast'"):
+        sl.search_plans("llama-3-8b", 2**20, node, seq_len=4096, method="fast")
+    with pytest.raises(sl.InvalidValueError, match=r"^`max_microbatches` must be at most 4096"):
+        sl.search_plans("llama-3-8b", 2**20, node, seq_len=4096, max_microbatches=10**6)
+    with pytest.raises(sl.InvalidValueError, match=r"^`sizes`: a h100 cluster is whole nodes of 8 GPUs, got 12 GPUs"):
+        sl.pipeline_crossover("llama-3-8b", 2**20, [12], "h100", seq_len=4096)
