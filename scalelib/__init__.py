@@ -43,6 +43,7 @@ from ._gpu import (
 )
 from ._inference import (
     generate_comms_time_s,
+    generate_model_parallel_max_degree,
     generate_step_time_s,
     max_batch_size,
     prefill_time_s,
@@ -211,7 +212,8 @@ __all__ = [
     "moe_critical_batch_size", "plot_model_breakdown", "einsum_flops", "attention_intensity",
     # inference: step times, memory, model parallelism, speculative decoding (chapter 7); serving (chapter 8)
     "weight_load_time_s", "generate_step_time_s", "tokens_per_s_per_chip", "prefill_time_s", "max_batch_size",
-    "generate_comms_time_s", "weight_stationary_comms_time_s", "weight_stationary_crossover_chips",
+    "generate_comms_time_s", "generate_model_parallel_max_degree", "weight_stationary_comms_time_s",
+    "weight_stationary_crossover_chips",
     "speculative_tokens_per_step", "speculative_time_per_token_s", "min_chips", "smallest_slice",
     "requests_per_s_per_chip", "prefill_to_generate_ratio", "kv_tokens_freed_per_step", "usd_per_chip_hour",
     "flops_per_usd", "cost_per_million_tokens", "plot_latency_throughput",

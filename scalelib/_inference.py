@@ -466,6 +466,53 @@ def generate_comms_time_s(model, topology, *, batch, axes=None, dtype="bf16", to
                              f"L: {m.L} layers, each with an attention and an MLP block",))
 
 
+@derivable
+def generate_model_parallel_max_degree(model, topology, *, batch, weight_dtype="bf16", dtype="bf16", axes=None):
+    """Model-parallel degree beyond which a generate step's matmuls wait on ICI rather than on HBM.
+
+    While generation is bound by reading the weights, more chips keep helping (each reads a smaller
+    shard) until moving the activations over ICI takes longer than reading the shard: for a [D, F]
+    weight split Y ways, x·B·D / W_ici against w·D·F / (Y·W_hbm). With bf16 throughout this is the
+    book's Y = F / (B·β), β = W_hbm / W_ici (about 9 on TPU v5e); larger batches allow fewer chips.
+    Latency is left out (see :func:`generate_comms_time_s` for that regime).
+
+    Formula:
+        Y* = w·F·W_ici / (x·B·W_hbm)
+
+    Args:
+        model: a model name or a :class:`~scalelib.ModelSpec` (its F).
+        topology: a :class:`~scalelib.TpuSlice` or :class:`~scalelib.GpuCluster` (its link and HBM bandwidths).
+        batch: B, tokens in the step (> 0).
+        weight_dtype: dtype of the weights (w bytes each).
+        dtype: dtype of the activations moved (x bytes each).
+        axes: on a TPU slice, the axes the model is sharded over (all by default).
+
+    Returns:
+        chips (a degree; not rounded).
+
+    Chapter:
+        7 (Inference), 8 (Serving LLaMA 3)
+
+    Example:
+        >>> from scalelib import tpu_slice
+        >>> round(generate_model_parallel_max_degree("llama-3-70b", tpu_slice((4, 8), "tpu-v5e"), batch=64))
+        49
+    """
+    from ._parallelism import _link_bandwidth
+
+    m = _model(model)
+    B = positive("batch", batch)
+    w = bytes_per_value(dtype_name(weight_dtype, arg="weight_dtype"))
+    x = bytes_per_value(dtype_name(dtype))
+    W_ici, name, where = _link_bandwidth(topology, axes)
+    W = explain(topology.spec.bytes_per_s, bandwidth="hbm")
+    return Derivation("Y*", f"w·F·{name} / (x·B·W_hbm)",
+                      lambda: f"{q(w)}·{m.F}·{q(W_ici, 'B/s')} / ({q(x)}·{q(B)}·{q(W.value, 'B/s')})",
+                      plain(w * m.F * W_ici / (x * np.asarray(B) * W.value)), "chips",
+                      where=(f"w, x: bytes per weight and per activation; F: {m.name}'s MLP width; B: tokens; "
+                             f"W_hbm: a chip's HBM bandwidth", *where))
+
+
 def _ws_bandwidth(chip):
     spec = _chip(chip)
     return explain(spec.bytes_per_s, bandwidth="ici_bidirectional")

@@ -255,6 +255,8 @@ CALLS = {
         "reserve_bytes": 1e9, "num_chips": None}),
     "generate_comms_time_s": (sl.generate_comms_time_s, ("llama-3-70b", SLICE), {
         "batch": 32, "axes": "XY", "dtype": "bf16", "tokens_per_step": 1}),
+    "generate_model_parallel_max_degree": (sl.generate_model_parallel_max_degree, ("llama-3-70b", SLICE), {
+        "batch": 64, "weight_dtype": "bf16", "dtype": "bf16", "axes": "XY"}),
     "weight_stationary_comms_time_s": (sl.weight_stationary_comms_time_s, (64, 8192, 32768, 256, "tpu-v5p"), {
         "layout": "2d", "X": 8, "axes": 3, "dtype": "bf16"}),
     "weight_stationary_crossover_chips": (sl.weight_stationary_crossover_chips, (8192, 32768), {"axes": 3}),

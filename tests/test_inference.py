@@ -164,6 +164,19 @@ def test_text_q9_4x8_times_of_one_matmul_at_batch_64():
     assert sl.t_math_s(2 * B * D * F / Y, "tpu-v5e") == pytest.approx(4.77e-6, rel=0.01)
 
 
+def test_text_q9_model_parallelism_past_the_flops_bound_while_hbm_bound():
+    # The book: at batch 64 a 4x8 is still HBM-bound (T_ici ≈ 11 µs < T_hbm ≈ 18 µs per matmul), and the bound
+    # Y ≈ F / (β·B) with β = W_hbm / W_ici ≈ 9 on v5e lies well beyond 32 chips.
+    y = sl.generate_model_parallel_max_degree("llama-3-70b", V5E_4X8, batch=64)
+    assert y == pytest.approx(28672 / (64 * 8.2e11 / 9e10), rel=1e-6) and y > 32
+    # At that degree the ICI time of one matmul's activations equals its HBM weight time.
+    t_ici = sl.t_comms_s(2 * 64 * 8192, "tpu-v5e", bandwidth="ici_bidirectional")
+    assert t_ici == pytest.approx(sl.t_comms_s(2 * 8192 * 28672 / y, "tpu-v5e"), rel=1e-9)
+    # int8 weights halve the weight read, and so the useful degree.
+    assert sl.generate_model_parallel_max_degree("llama-3-70b", V5E_4X8, batch=64, weight_dtype="int8") == \
+        pytest.approx(y / 2)
+
+
 def test_text_q10_prefill_of_8192_tokens_at_40_percent_takes_0_91_s():
     t = sl.prefill_time_s("llama-3-70b", V5E_4X4, tokens=8192, efficiency=0.4, attention=False)
     assert t == pytest.approx(0.91, rel=0.01)
