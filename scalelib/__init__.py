@@ -124,6 +124,13 @@ from ._serving import (
     usd_per_chip_hour,
 )
 from ._sharding import Sharding, draw_sharding, latency_bound_bytes, sharding
+from ._validation_inference import (
+    InferenceResult,
+    closed_loop_throughput,
+    inference_results,
+    predict_inference_result,
+    prediction_error,
+)
 from ._specs import DTYPES, ChipSpec, bytes_per_value, chip, chips, dtype_name, hw, load_chips, register_chip
 from ._systolic import (
     SystolicTrace,
@@ -217,6 +224,9 @@ __all__ = [
     "speculative_tokens_per_step", "speculative_time_per_token_s", "min_chips", "smallest_slice",
     "requests_per_s_per_chip", "prefill_to_generate_ratio", "kv_tokens_freed_per_step", "usd_per_chip_hour",
     "flops_per_usd", "cost_per_million_tokens", "plot_latency_throughput",
+    # published inference figures and scalelib's predictions of them (chapter 8)
+    "InferenceResult", "inference_results", "closed_loop_throughput", "predict_inference_result",
+    "prediction_error",
     # GPU kernel tiles (chapter 12)
     "Tile", "best_tile", "search_tiles", "tile_intensity", "tile_smem_bytes",
     # pictures of the hardware (chapters 2, 12)

@@ -280,6 +280,12 @@ CALLS = {
     "usd_per_chip_hour": (sl.usd_per_chip_hour, ("tpu-v5e",), {}),
     "flops_per_usd": (sl.flops_per_usd, ("h100",), {"dtype": "bf16", "usd_per_chip_hour": None}),
     "cost_per_million_tokens": (sl.cost_per_million_tokens, (235.0, "tpu-v5e"), {"usd_per_chip_hour": None}),
+    "inference_results": (sl.inference_results, (), {}),
+    "closed_loop_throughput": (sl.closed_loop_throughput, ("llama-3-70b", "h100"), {
+        "concurrency": 8, "prompt_tokens": 256, "output_tokens": 64, "weight_dtype": "fp8", "kv_dtype": None,
+        "compute_dtype": "fp8", "prefill_efficiency": 0.5, "num_chips": 2, "check_memory": True}),
+    "predict_inference_result": (sl.predict_inference_result, ("nim-h100x2-c50",), {}),
+    "prediction_error": (sl.prediction_error, ("nim-h100x2-itl",), {}),
     "plot_latency_throughput": (sl.plot_latency_throughput, ("llama-3-70b", [SLICE]), {
         "context": 2048, "batches": [1, 64, 256], "weight_dtype": "int8", "kv_dtype": None, "compute_dtype": "bf16",
         "num_chips": None, "ax": None}),
@@ -293,7 +299,7 @@ NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValue
               "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "SystolicTrace", "Collective",
               "CompiledCollective", "MatmulPlan", "Reshard", "PlanComparison", "PlanRow",
               "HloArray", "HloOp", "HloSummary", "XlaCost", "Trace", "TraceEvent", "TraceOp", "RooflineCheck",
-              "TrainingCost", "PlanSearch", "PipelineNeed", "PipelineSchedule", "PipelineOp"}
+              "TrainingCost", "PlanSearch", "PipelineNeed", "PipelineSchedule", "PipelineOp", "InferenceResult"}
 #: Parameters that may take a default and still be positional: the subject of a listing or a plot.
 POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "chapter"), ("plot_roofline", "chips"),
                        ("plot_spec_comparison", "chips"), ("plot_model_breakdown", "models"), ("fmt", "unit"),
@@ -313,7 +319,7 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "hlo_array", "hlo_summary", "cost_analysis", "capture_trace", "read_trace", "plot_trace",
                "compare_with_roofline", "prediction_table", "smallest_slice", "plot_latency_throughput",
                "ParallelPlan", "pipeline_schedule", "plot_pipeline_schedule", "needs_pipeline", "pipeline_crossover",
-               "plot_pipeline_crossover"}
+               "plot_pipeline_crossover", "inference_results"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
         "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
         "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",
