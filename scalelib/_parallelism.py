@@ -151,7 +151,7 @@ def _one_axis_bandwidth(topology) -> tuple[float, str]:
         W = max(topology.axis_bytes_per_s(a) for a in topology.axis_names)
         if W == 0:
             raise InvalidValueError(f"`topology`: {topology!r} is one chip: there is nothing to parallelise over")
-        return W, "W_ici: the ICI bandwidth of one axis, both directions"
+        return W, "W: the ICI bandwidth of one axis, both directions"
     W, _, where = _link_bandwidth(topology, None)
     return W, where[0].replace("W_gpu", "W") if len(where) == 1 else "W: the slower of NVLink and a node's egress"
 
@@ -200,7 +200,9 @@ def fsdp_tensor_parallel_critical_batch(F, topology, *, M_X=2, M_Y=1, dtype="bf1
     alpha = C.value / W
     return Derivation("B_crit per chip (FSDP + TP)", "α² / (M_X · M_Y · F)",
                       lambda: f"{q(alpha)}² / ({q(mx)} · {q(my)} · {q(F)})", plain(alpha**2 / (mx * my * np.asarray(F_))),
-                      "tokens", where=(f"α = C / W = {q(C.value, 'FLOP/s')} / {q(W, 'B/s')}; {where}",
+                      "tokens", where=(f"α = C / W = {q(C.value, 'FLOP/s')} / {q(W, 'B/s')}, the tokens per chip data "
+                                       f"parallelism needs over one axis",
+                                       f"C: a chip's peak FLOP/s; {where}",
                                        "M_X, M_Y: mesh axes FSDP and TP use; F: the MLP's hidden width"))
 
 
