@@ -1,0 +1,234 @@
+"""Published training runs, and scalelib's predictions of them (chapter 6's validation table).
+
+``scalelib/data/training_runs.toml`` holds runs whose parallel configuration and measured utilisation
+are public (Llama 3 405B on H100s, Megatron-LM's GPT models on A100s, PaLM 540B on TPU v4), each with
+its source. :func:`predict_training_run` prices the published plan with :func:`~scalelib.training_cost`:
+the published axes are kept, and what the paper leaves out (pipeline schedule, microbatches, remat
+when not stated) is chosen as the fastest that fits. The cost model runs every chip at its peak and
+hides communication perfectly wherever compute covers it, so its utilisation is an upper bound:
+a real run should come out below it.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+from ._derivation import Derivation, derivable, explain, q
+from ._errors import InvalidValueError, unknown
+from ._models import ModelSpec, model as _model
+from ._plan_search import SEARCH_SCHEDULES
+from ._topology import gpu_cluster, tpu_slice
+from ._training import ParallelPlan, training_cost
+from ._transformer import train_flops
+from ._validate import shown
+
+QUANTITIES = {"mfu": "model FLOPs utilisation", "hfu": "hardware FLOPs utilisation (recomputation counted)"}
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One published training run: its model, cluster, parallel axes and batch, what was reported, where.
+
+    ``quantity`` is ``"mfu"`` or ``"hfu"`` (see :func:`predict_training_run`); ``reported`` the
+    fraction of peak the authors measured; ``remat`` the remat policies the prediction may choose
+    from (one when the paper states it).
+    """
+
+    name: str
+    title: str
+    quantity: str
+    reported: float
+    chip: str
+    B: int
+    seq_len: int
+    config: str
+    source: str
+    url: str
+    date: str
+    model: str | None = None
+    shape: dict | None = field(default=None, repr=False)
+    num_nodes: int | None = None
+    slice: tuple[int, ...] | None = None
+    slices_reported: int = 1
+    data: int = 1
+    fsdp: int = 1
+    tensor: int = 1
+    pipeline: int = 1
+    remat: tuple[str, ...] = ("none", "dot_product", "full")
+    master_dtype: str | None = None
+    notes: str = ""
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The model trained: a preset, or the shape the paper gives."""
+        if self.shape is not None:
+            return ModelSpec(**self.shape, source=self.source)
+        return _model(self.model)
+
+    @property
+    def topology(self):
+        """The cluster the prediction runs on (one pod of a multi-pod TPU run)."""
+        if self.slice:
+            return tpu_slice(self.slice, self.chip)
+        return gpu_cluster(self.num_nodes, self.chip)
+
+    @property
+    def chips(self) -> int:
+        """Chips in the run as published (every pod of it)."""
+        return self.topology.num_chips * self.slices_reported
+
+
+@lru_cache(maxsize=None)
+def _load() -> tuple[TrainingRun, ...]:
+    text = resources.files("scalelib").joinpath("data/training_runs.toml").read_text(encoding="utf-8")
+    rows = []
+    for row in tomllib.loads(text)["run"]:
+        row = dict(row)
+        for key in ("slice", "remat"):
+            if key in row:
+                row[key] = tuple(row[key])
+        rows.append(TrainingRun(**row))
+    return tuple(rows)
+
+
+def training_runs() -> tuple[TrainingRun, ...]:
+    """The published training runs chapter 6 predicts, each with its configuration and source.
+
+    Returns:
+        a tuple of :class:`TrainingRun`.
+
+    Chapter:
+        6 (Training LLaMA 3)
+
+    Example:
+        >>> r = training_runs()[0]
+        >>> r.chips, r.tensor, r.pipeline, r.data, r.reported
+        (8192, 8, 16, 64, 0.43)
+    """
+    return _load()
+
+
+def _run(run) -> TrainingRun:
+    if isinstance(run, TrainingRun):
+        return run
+    known = {r.name: r for r in _load()}
+    if isinstance(run, str) and run in known:
+        return known[run]
+    if isinstance(run, str):
+        raise unknown("published training run", run, known, arg="run")
+    raise InvalidValueError(f"`run` must be a TrainingRun (from training_runs()) or its name, such as "
+                            f"'llama3-405b-8k-h100', got {shown(run)}")
+
+
+def published_plan_cost(run):
+    """The fastest way to run a published configuration: its axes fixed, the unpublished details chosen.
+
+    Every pipeline schedule the plan search tries, microbatches in powers of 2 and the run's remat
+    policies are priced with :func:`~scalelib.training_cost`; the fastest plan that fits in memory wins.
+
+    Args:
+        run: a :class:`TrainingRun` or its name.
+
+    Returns:
+        a :class:`~scalelib.TrainingCost` (step time in s).
+
+    Chapter:
+        6 (Training LLaMA 3)
+
+    Example:
+        >>> cost = published_plan_cost("megatron-1t-a100")
+        >>> cost.plan.tensor, cost.plan.pipeline, cost.plan.remat
+        (8, 64, 'full')
+    """
+    r = _run(run)
+    spec, topology = r.spec, r.topology
+    axes = dict(data=r.data, fsdp=r.fsdp, tensor=r.tensor, pipeline=r.pipeline)
+    sequences = r.B // (r.data * r.fsdp * r.seq_len)
+    best = None
+    schedules = SEARCH_SCHEDULES if r.pipeline > 1 else SEARCH_SCHEDULES[:1]
+    for schedule, v in schedules:
+        for m in (2**i for i in range(int(math.log2(max(sequences, 1))) + 1)):
+            for remat in r.remat:
+                try:
+                    plan = ParallelPlan(**axes, microbatches=m, schedule=schedule, virtual_stages=v, remat=remat)
+                    cost = training_cost(spec, r.B, plan, topology, seq_len=r.seq_len, master_dtype=r.master_dtype)
+                except InvalidValueError:
+                    continue
+                if cost.fits and (best is None or cost.time_s < best.time_s):
+                    best = cost
+    if best is None:
+        raise InvalidValueError(f"`run`: no schedule, microbatch count or remat policy fits {r.name}'s plan in "
+                                f"memory")
+    return best
+
+
+@derivable
+def predict_training_run(run):
+    """scalelib's prediction of a published run's utilisation, from its configuration alone.
+
+    The published plan is priced by :func:`published_plan_cost`. For ``"mfu"`` the step does the
+    model's FLOPs (:func:`~scalelib.train_flops`, no recomputation); for ``"hfu"`` the FLOPs of its
+    remat policy. Chips run at peak and communication hides under compute where it can, so the
+    prediction is an upper bound on what the run can measure.
+
+    Formula:
+        U = FLOPs(B tokens) / (T_step · N · C)
+
+    Args:
+        run: a :class:`TrainingRun` from :func:`training_runs`, or its name.
+
+    Returns:
+        a fraction of peak (dimensionless).
+
+    Chapter:
+        6 (Training LLaMA 3)
+
+    Example:
+        >>> round(predict_training_run("palm-540b-tpu-v4"), 2)     # reported: 0.462
+        0.75
+    """
+    r = _run(run)
+    cost = published_plan_cost(r)
+    topology = r.topology
+    remat = cost.plan.remat if r.quantity == "hfu" else "none"
+    flops = explain(train_flops, r.spec, seq_len=r.seq_len, tokens=r.B, remat=remat)
+    C = topology.spec.peak_flops_per_s()
+    n = topology.num_chips
+    return Derivation(r.quantity.upper(), "FLOPs / (T_step · N · C)",
+                      lambda: f"{q(flops.value, 'FLOP')} / ({q(cost.time_s, 's')} · {n} · {q(C, 'FLOP/s')})",
+                      flops.value / (cost.time_s * n * C), "", (flops,),
+                      where=(f"T_step: the step of {cost.plan!r}, the fastest that fits with the published axes",
+                             f"N: chips; C: a {topology.spec.name}'s peak FLOP/s"))
+
+
+@derivable
+def training_prediction_error(run):
+    """The relative error of scalelib's prediction of a published run's utilisation: predicted / reported − 1.
+
+    Positive means the run reached less than the cost model's bound.
+
+    Formula:
+        error = U_predicted / U_reported − 1
+
+    Args:
+        run: a :class:`TrainingRun` or its name.
+
+    Returns:
+        a ratio (0.1 is 10% above the reported value).
+
+    Chapter:
+        6 (Training LLaMA 3)
+
+    Example:
+        >>> round(training_prediction_error("megatron-1t-a100"), 2)
+        0.81
+    """
+    r = _run(run)
+    predicted = explain(predict_training_run, r)
+    return Derivation("error", "U_predicted / U_reported − 1",
+                      lambda: f"{q(predicted.value)} / {q(r.reported)} − 1",
+                      float(predicted.value) / r.reported - 1, "", (predicted,), where=(f"reported: {r.source}",))
