@@ -131,6 +131,13 @@ from ._validation_inference import (
     predict_inference_result,
     prediction_error,
 )
+from ._validation_training import (
+    TrainingRun,
+    predict_training_run,
+    published_plan_cost,
+    training_prediction_error,
+    training_runs,
+)
 from ._specs import DTYPES, ChipSpec, bytes_per_value, chip, chips, dtype_name, hw, load_chips, register_chip
 from ._systolic import (
     SystolicTrace,
@@ -227,6 +234,7 @@ __all__ = [
     # published inference figures and scalelib's predictions of them (chapter 8)
     "InferenceResult", "inference_results", "closed_loop_throughput", "predict_inference_result",
     "prediction_error",
+    "TrainingRun", "training_runs", "published_plan_cost", "predict_training_run", "training_prediction_error",
     # GPU kernel tiles (chapter 12)
     "Tile", "best_tile", "search_tiles", "tile_intensity", "tile_smem_bytes",
     # pictures of the hardware (chapters 2, 12)

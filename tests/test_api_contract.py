@@ -299,7 +299,7 @@ NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValue
               "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "SystolicTrace", "Collective",
               "CompiledCollective", "MatmulPlan", "Reshard", "PlanComparison", "PlanRow",
               "HloArray", "HloOp", "HloSummary", "XlaCost", "Trace", "TraceEvent", "TraceOp", "RooflineCheck",
-              "TrainingCost", "PlanSearch", "PipelineNeed", "PipelineSchedule", "PipelineOp", "InferenceResult"}
+              "TrainingCost", "PlanSearch", "PipelineNeed", "PipelineSchedule", "PipelineOp", "InferenceResult", "TrainingRun"}
 #: Parameters that may take a default and still be positional: the subject of a listing or a plot.
 POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "chapter"), ("plot_roofline", "chips"),
                        ("plot_spec_comparison", "chips"), ("plot_model_breakdown", "models"), ("fmt", "unit"),
@@ -319,7 +319,8 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "hlo_array", "hlo_summary", "cost_analysis", "capture_trace", "read_trace", "plot_trace",
                "compare_with_roofline", "prediction_table", "smallest_slice", "plot_latency_throughput",
                "ParallelPlan", "pipeline_schedule", "plot_pipeline_schedule", "needs_pipeline", "pipeline_crossover",
-               "plot_pipeline_crossover", "inference_results"}
+               "plot_pipeline_crossover", "inference_results", "training_runs",
+               "published_plan_cost"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
         "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
         "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",
