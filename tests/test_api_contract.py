@@ -286,6 +286,10 @@ CALLS = {
         "compute_dtype": "fp8", "prefill_efficiency": 0.5, "num_chips": 2, "check_memory": True}),
     "predict_inference_result": (sl.predict_inference_result, ("nim-h100x2-c50",), {}),
     "prediction_error": (sl.prediction_error, ("nim-h100x2-itl",), {}),
+    "training_runs": (sl.training_runs, (), {}),
+    "published_plan_cost": (sl.published_plan_cost, ("megatron-146b-a100",), {}),
+    "predict_training_run": (sl.predict_training_run, ("palm-540b-tpu-v4",), {}),
+    "training_prediction_error": (sl.training_prediction_error, ("megatron-146b-a100",), {}),
     "plot_latency_throughput": (sl.plot_latency_throughput, ("llama-3-70b", [SLICE]), {
         "context": 2048, "batches": [1, 64, 256], "weight_dtype": "int8", "kv_dtype": None, "compute_dtype": "bf16",
         "num_chips": None, "ax": None}),
