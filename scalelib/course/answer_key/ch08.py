@@ -14,6 +14,7 @@ import numpy as np
 
 from ..check import Exercise, register
 from ._tools import define, slip
+from .ch04 import _letters, _used
 from ..._derivation import Derivation, explain, q
 from ..._inference import (
     generate_model_parallel_max_degree,
@@ -50,6 +51,26 @@ def _kv_letters(d: Derivation) -> Derivation:
     return define(d, {"L": "layers (80)", "K": "key/value heads (8)", "H": "the head dimension (128)"})
 
 
+#: What the symbols of this chapter's derivations stand for, where a step leaves one undefined.
+MEANINGS = {"B": "sequences in the batch", "S": "tokens cached per sequence", "kv": "KV bytes per token",
+            "P": "the model's parameters", "w": "bytes per weight", "W": "a chip's HBM bandwidth",
+            "C": "the chip's peak rate in the arithmetic's dtype", "P_active": "parameters a token uses",
+            "T_prefill": "one prefill's time on a prefill server",
+            "T_step": "one generate step's time on a generate server"}
+
+
+def _all(d: Derivation) -> Derivation:
+    """`d` with the book's letters and every other symbol of :data:`MEANINGS` it uses defined."""
+    d = _letters(d)
+    return define(d, {k: v for k, v in MEANINGS.items() if _used(d, k) and not _defined_in(d, k)})
+
+
+def _defined_in(d: Derivation, symbol: str) -> bool:
+    here = any(symbol in [n.strip() for part in line.split(";") for n in part.split(":")[0].split(",")]
+               for line in d.where)
+    return here or any(_defined_in(step, symbol) for step in d.steps)
+
+
 # 8.1, 8.2 ----------------------------------------------------------------------
 
 def _kv(dtype="int8", spec=LLAMA) -> Derivation:
@@ -76,13 +97,14 @@ def _kv_chips(dtype="int8", hbm=None) -> Derivation:
     hbm = chip(V5E).hbm_bytes if hbm is None else hbm
     return Derivation("chips", "⌈B·S·kv / HBM⌉", f"⌈{q(kv.value, 'B')} / {q(hbm, 'B')}⌉",
                       float(math.ceil(kv.value / hbm)), "chips", (kv,),
-                      where=("B = 240 sequences of S = 32,768 tokens; HBM: a TPU v5e's 16 GB",))
+                      where=("B: 240 sequences; S: 32,768 tokens each; kv: KV bytes per token (int8); "
+                             "HBM: a TPU v5e's memory",))
 
 
 register(Exercise(
     id="8.2",
     title="Chips just to hold 240 caches of 32k tokens",
-    reference=_kv_chips,
+    reference=lambda: _all(_kv_chips()),
     unit="chips",
     mistakes={
         slip(_kv_chips("bf16"), _kv_chips()): "the cache is int8: 1 byte per value",
@@ -99,13 +121,14 @@ def _memory(kv_dtype="int8", with_kv=True) -> Derivation:
     kv = explain(kv_cache_bytes, LLAMA, tokens=32 * 8192, dtype=kv_dtype)
     total = w.value + (kv.value if with_kv else 0)
     return Derivation("memory", "P·w + B·S·kv", f"{q(w.value, 'B')} + {q(kv.value, 'B')}", total, "B", (w, kv),
-                      where=("B = 32 sequences of S = 8192 tokens; w = 1 byte per int8 weight",))
+                      where=("B: 32 sequences; S: 8192 tokens each; kv: KV bytes per token (int8); "
+                             "w: 1 byte per int8 weight",))
 
 
 register(Exercise(
     id="8.3",
     title="Memory at batch 32 and 8k context, int8",
-    reference=_memory,
+    reference=lambda: _all(_memory()),
     unit="B",
     mistakes={
         slip(_memory(with_kv=False), _memory()): "that is the weights alone; 32 caches of 8192 tokens come on top",
@@ -122,7 +145,7 @@ def _min_chips(weight_dtype="int8", batch=32) -> Derivation:
 register(Exercise(
     id="8.4",
     title="The smallest v5e slice for that",
-    reference=_min_chips,
+    reference=lambda: _all(_min_chips()),
     unit="chips",
     mistakes={
         slip(_min_chips("bf16"), _min_chips()): "the weights are int8: 70 GB, not bf16's 141 GB",
@@ -142,7 +165,7 @@ def _step(shape=(4, 2), **changes) -> Derivation:
 register(Exercise(
     id="8.5",
     title="A decode step on the 4x2",
-    reference=_step,
+    reference=lambda: _all(_step()),
     unit="s",
     mistakes={
         slip(weight_load_time_s(LLAMA, _v5e((4, 2)), weight_dtype="int8"), _step()):
@@ -160,7 +183,7 @@ def _per_chip(shape=(4, 4)) -> Derivation:
 register(Exercise(
     id="8.6",
     title="Tokens per second per chip on a 4x4",
-    reference=_per_chip,
+    reference=lambda: _all(_per_chip()),
     unit="tokens/s",
     mistakes={
         slip(16 * _per_chip().value, _per_chip()): "that is the whole slice's rate; divide by its 16 chips",
@@ -186,7 +209,7 @@ def _critical(hbm_only=False) -> Derivation:
 register(Exercise(
     id="8.7",
     title="The critical batch by precision",
-    reference=_critical,
+    reference=lambda: _all(_critical()),
     unit="tokens",
     mistakes={
         (1.0, 2.0, 1.0): "int8 weights with bf16 arithmetic read half the bytes for the same FLOPs: the threshold "
@@ -215,7 +238,7 @@ def _slices() -> Derivation:
 register(Exercise(
     id="8.8",
     title="The smallest slice in bf16, int8 and int4",
-    reference=_slices,
+    reference=lambda: _all(_slices()),
     unit="chips",
     mistakes={
         slip(_chips_worth(), _slices()):
@@ -234,7 +257,7 @@ def _largest(shape=(4, 4), dtype="bf16") -> Derivation:
 register(Exercise(
     id="8.9",
     title="The largest batch on the bf16 slice",
-    reference=_largest,
+    reference=lambda: _all(_largest()),
     unit="sequences",
     mistakes={
         slip(16 * 16e9 // kv_cache_bytes(LLAMA, tokens=8192, dtype="bf16"), _largest()):
@@ -254,7 +277,7 @@ def _full_step(with_kv=True) -> Derivation:
 register(Exercise(
     id="8.10",
     title="A step with the memory full",
-    reference=_full_step,
+    reference=lambda: _all(_full_step()),
     unit="s",
     mistakes={
         slip(_full_step(with_kv=False), _full_step()):
@@ -276,7 +299,7 @@ def _qps(shape=(4, 2), dtype="int8", batch=None, per_chip=True) -> Derivation:
 register(Exercise(
     id="8.11",
     title="Requests per second per chip, int8 on a 4x2",
-    reference=_qps,
+    reference=lambda: _all(_qps()),
     unit="requests/s",
     mistakes={
         slip(_qps(per_chip=False), _qps()): "that is the slice's rate; divide by its 8 chips",
@@ -293,7 +316,7 @@ def _doubled(batch=None) -> Derivation:
 register(Exercise(
     id="8.12",
     title="Twice the chips in bf16: requests per second per chip on a 4x8",
-    reference=_doubled,
+    reference=lambda: _all(_doubled()),
     unit="requests/s",
     mistakes={
         slip(_doubled(batch=max_batch_size(LLAMA, _v5e((4, 4)), context=8192, weight_dtype="bf16")), _doubled()):
@@ -337,7 +360,7 @@ def _prefill(efficiency=0.4, factor=1) -> Derivation:
 register(Exercise(
     id="8.14",
     title="An 8192-token prefill on a 4x4 at 40% MFU",
-    reference=_prefill,
+    reference=lambda: _all(_prefill()),
     unit="s",
     mistakes={
         slip(_prefill(efficiency=1.0), _prefill()): "that is at the full peak; the kernels reach only 40% of it",
@@ -367,17 +390,18 @@ register(Exercise(
 ))
 
 
-def _ratio(batch=32) -> Derivation:
+def _ratio(batch=43) -> Derivation:
     return explain(prefill_to_generate_ratio, 0.91, 0.019, batch=batch, output_tokens=512)
 
 
 register(Exercise(
     id="8.16",
     title="Prefill servers per generate server",
-    reference=_ratio,
+    reference=lambda: _all(_ratio()),
     unit="servers",
     mistakes={
-        slip(_ratio(batch=1), _ratio()): "a generate server finishes 32 requests every 512 steps, not one",
+        slip(_ratio(batch=1), _ratio()): "a generate server finishes 43 requests every 512 steps, not one",
+        slip(_ratio(batch=32), _ratio()): "the 19 ms step is that of a batch of 43, not 32",
     },
     book=("Text Q12",),
 ))
@@ -394,7 +418,7 @@ def _forward(per=2) -> Derivation:
 register(Exercise(
     id="8.17",
     title="LLaMA 3-405B's FLOPs per token",
-    reference=_forward,
+    reference=lambda: _all(_forward()),
     unit="FLOP",
     mistakes={
         slip(_forward(6), _forward()): "6·P counts the backward pass too; serving runs the forward pass alone",
@@ -410,7 +434,7 @@ def _llama8(batch=240) -> Derivation:
 register(Exercise(
     id="8.18",
     title="LLaMA 3-8B at batch 240: the smallest slice",
-    reference=_llama8,
+    reference=lambda: _all(_llama8()),
     unit="chips",
     mistakes={
         slip(_llama8(batch=0), _llama8()): "8 GB of weights fit on one chip, but 240 caches of 8192 tokens do not",
@@ -429,15 +453,16 @@ def _fewest_for_latency(limit_s=0.015, weights_only_fit=False) -> Derivation:
         t = weight_load_time_s("llama-3.1-405b", topo, weight_dtype="int8")
         if weights_only_fit or t <= limit_s:
             d = explain(weight_load_time_s, "llama-3.1-405b", topo, weight_dtype="int8")
-            return Derivation("chips", "smallest slice with P·w / (N·W_hbm) <= 15 ms",
-                              f"{'x'.join(map(str, shape))}: {q(t, 's')}", float(n), "chips", (d,))
+            return Derivation("chips", "smallest slice with P·w / (N·W_hbm) <= T_max",
+                              f"{'x'.join(map(str, shape))}: {q(t, 's')}", float(n), "chips", (d,),
+                              where=("T_max: the 15 ms limit; W_hbm: a chip's HBM bandwidth; N: chips",))
     raise AssertionError("no v5e slice reads the weights in time")
 
 
 register(Exercise(
     id="8.19",
     title="LLaMA 3-405B within 15 ms per token",
-    reference=_fewest_for_latency,
+    reference=lambda: _all(_fewest_for_latency()),
     unit="chips",
     mistakes={
         slip(_fewest_for_latency(weights_only_fit=True), _fewest_for_latency()):
@@ -459,7 +484,7 @@ def _cost(per_slice=False) -> Derivation:
 register(Exercise(
     id="8.20",
     title="What a million generated tokens cost on the 4x2",
-    reference=_cost,
+    reference=lambda: _all(_cost()),
     unit="USD",
     mistakes={
         slip(_cost(per_slice=True), _cost()): "the price is per chip-hour: use one chip's tokens per second",
