@@ -275,7 +275,7 @@ def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches
 @derivable
 def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_microbatches=64, remat=REMAT,
                  method="numpy", runners_up=5, dtype="bf16", param_dtype="bf16", grad_dtype="bf16", optimizer="adam",
-                 optimizer_dtype="f32", master_dtype=None, hbm_bytes=None):
+                 optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0):
     """Price every legal parallel plan for `model` on `topology` and return the fastest that fits, with runners-up.
 
     Plans: data × FSDP × tensor × pipeline = the topology's chips (tensor dividing the query heads,
@@ -298,7 +298,7 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
         remat: the remat policies tried (one name or several).
         method: ``"numpy"`` (all plans as arrays) or ``"loop"`` (one at a time: the reference).
         runners_up: how many other kinds of plan to report.
-        dtype, param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype, hbm_bytes: as in
+        dtype, param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype, hbm_bytes, efficiency: as in
             :func:`training_cost`.
 
     Returns:
@@ -318,7 +318,7 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
     s, sl, pp, mm, remats, method, keep = _search_args(
         model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up,
         dict(dtype=dtype, param_dtype=param_dtype, grad_dtype=grad_dtype, optimizer=optimizer,
-             optimizer_dtype=optimizer_dtype, master_dtype=master_dtype, hbm_bytes=hbm_bytes))
+             optimizer_dtype=optimizer_dtype, master_dtype=master_dtype, hbm_bytes=hbm_bytes, efficiency=efficiency))
     found = _search(s, topology, sl, pp, mm, remats, method, keep)
     return Derivation(f"T_step(best of {found.evaluated} plans)", "min over plans that fit of T_step",
                       lambda: f"T_step({found.best.plan.label})", found.best.time_s, "s",

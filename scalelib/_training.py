@@ -10,7 +10,7 @@ sent to them by AllToAll) and ``slices`` (replicas in different TPU slices, over
 What :func:`training_cost` assumes, so that every number can be checked by hand:
 
 * **Compute** is the FLOPs of :func:`~scalelib.train_flops` (with the plan's rematerialisation)
-  spread evenly over the chips at peak C; a pipeline stage with more layers than L/p (L not a
+  spread evenly over the chips at peak C (or the share `efficiency` of it); a pipeline stage with more layers than L/p (L not a
   multiple of p·v) slows every stage to its pace.
 * **Communication overlaps compute pass by pass.** A step is a forward pass and a backward pass;
   each collective runs under the compute of the pass it belongs to (FSDP's weight gathers in both;
@@ -249,7 +249,8 @@ class _Setup:
     b_grad: float
     b_state: float      # optimizer state (and master copy) bytes per parameter
     b_act: float
-    C: float
+    C: float            # the rate the matmuls run at: peak · efficiency
+    peak: float         # a chip's peak FLOP/s (MFU is relative to it)
     hbm: float
     gpu: bool
     chips: int          # chips per slice
@@ -272,7 +273,7 @@ def _state_bytes(optimizer, optimizer_dtype, master_dtype) -> float:
 
 
 def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", grad_dtype="bf16", optimizer="adam",
-           optimizer_dtype="f32", master_dtype=None, hbm_bytes=None) -> _Setup:
+           optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0) -> _Setup:
     m = _model(model)
     T = number("seq_len", seq_len, positive=True, integer=True)
     B_ = number("B", B, at_least=1)
@@ -282,7 +283,11 @@ def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", gra
         raise InvalidValueError(f"`topology` must be a TpuSlice (tpu_slice(...), tpu_pod(...)) or a GpuCluster "
                                 f"(gpu_cluster(...)), got {shown(topology)}")
     spec = topology.spec
-    C = spec.peak_flops_per_s(dtype=dtype)
+    peak = spec.peak_flops_per_s(dtype=dtype)
+    eff = number("efficiency", efficiency, positive=True, at_most=1)
+    if np.ndim(eff):
+        raise InvalidValueError(f"`efficiency` must be one number between 0 and 1, got {shown(efficiency)}")
+    C = peak * eff
     b_param = bytes_per_value(dtype_name(param_dtype, arg="param_dtype"))
     b_grad = bytes_per_value(dtype_name(grad_dtype, arg="grad_dtype"))
     b_state = _state_bytes(optimizer, optimizer_dtype, master_dtype)
@@ -313,7 +318,7 @@ def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", gra
         w_dcn = spec.dcn_bytes_per_s_per_chip or 0.0
     return _Setup(m, float(B_), float(T), P, P_exp, P_layer, fwd, recompute, act_values, m.L,
                   m.moe_layers if m.is_moe else 0, m.D, m.k or 0, m.N, m.E or 1, b_param, b_grad, b_state, 2.0, C,
-                  float(hbm), gpu, n, g, w_gpu, w_node, w_ici, math.log(n) if n > 1 else 1.0,
+                  peak, float(hbm), gpu, n, g, w_gpu, w_node, w_ici, math.log(n) if n > 1 else 1.0,
                   {d: math.log(d) for d in divisors}, w_dcn)
 
 
@@ -442,7 +447,7 @@ def _cost(s: _Setup, plan: ParallelPlan) -> TrainingCost:
     recompute = (fwd_c + bwd_c) * s.recompute[REMAT.index(plan.remat)] / (3.0 * s.fwd_flops + s.recompute[
         REMAT.index(plan.remat)])
     return TrainingCost(plan, step, fwd_c + bwd_c, fwd, bwd, bubble, comms_s, bound, memory, s.hbm,
-                        3.0 * s.fwd_flops / (step * N * s.C), s.B / N, recompute)
+                        3.0 * s.fwd_flops / (step * N * s.peak), s.B / N, recompute)
 
 
 def _derive_cost(s: _Setup, cost: TrainingCost) -> Derivation:
@@ -460,7 +465,7 @@ def _derive_cost(s: _Setup, cost: TrainingCost) -> Derivation:
 
 @derivable
 def training_cost(model, B, plan, topology, *, seq_len, dtype="bf16", param_dtype="bf16", grad_dtype="bf16",
-                  optimizer="adam", optimizer_dtype="f32", master_dtype=None, hbm_bytes=None):
+                  optimizer="adam", optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0):
     """Predict one training step of `model` on `topology` under `plan`: time, memory per chip, MFU, bounds.
 
     The assumptions (overlap pass by pass, bandwidth per axis, pipeline bubble, memory) are the
@@ -482,6 +487,8 @@ def training_cost(model, B, plan, topology, *, seq_len, dtype="bf16", param_dtyp
         master_dtype: dtype of a master copy of the weights the optimizer keeps (None: none, the book's
             10 bytes per parameter; ``"f32"``: ZeRO's mixed-precision Adam, 16 with the gradients).
         hbm_bytes: memory per chip to fit in (default: the chip's HBM).
+        efficiency: the share of the peak C the matmuls reach (1: the roofline, the default; real kernels
+            reach some 0.6 to 0.8); MFU stays relative to the peak.
 
     Returns:
         a :class:`TrainingCost` (step time in s, memory in B per chip, MFU as a fraction).
@@ -497,7 +504,8 @@ def training_cost(model, B, plan, topology, *, seq_len, dtype="bf16", param_dtyp
         ('309 ms', '85%', True)
     """
     s = _setup(model, B, topology, seq_len=seq_len, dtype=dtype, param_dtype=param_dtype, grad_dtype=grad_dtype,
-               optimizer=optimizer, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype, hbm_bytes=hbm_bytes)
+               optimizer=optimizer, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype, hbm_bytes=hbm_bytes,
+               efficiency=efficiency)
     plan = _check_plan(s, plan, topology)
     return _derive_cost(s, _cost(s, plan))
 

@@ -25,12 +25,13 @@ CLUSTERS = [
 @given(model=st.sampled_from(["llama-3-8b", "llama-2-13b", "mixtral-8x7b", TINY_MOE]),
        cluster=st.sampled_from(CLUSTERS), log_batch=st.integers(17, 24), seq_len=st.sampled_from([512, 2048, 8192]),
        remat=st.sets(st.sampled_from(["none", "dot_product", "full"]), min_size=1),
-       max_mb=st.sampled_from([1, 4, 32]), pipeline=st.booleans(), hbm=st.sampled_from([None, 24e9, 500e9]))
+       max_mb=st.sampled_from([1, 4, 32]), pipeline=st.booleans(), hbm=st.sampled_from([None, 24e9, 500e9]),
+       efficiency=st.sampled_from([1.0, 0.55]))
 def test_the_vectorised_search_agrees_with_the_reference_loop_to_the_last_bit(model, cluster, log_batch, seq_len,
-                                                                              remat, max_mb, pipeline, hbm):
+                                                                              remat, max_mb, pipeline, hbm, efficiency):
     topology, slices = cluster
     kw = dict(seq_len=seq_len, slices=slices, remat=tuple(sorted(remat)), max_microbatches=max_mb,
-              pipeline=pipeline, hbm_bytes=hbm)
+              pipeline=pipeline, hbm_bytes=hbm, efficiency=efficiency)
     results = []
     for method in ("numpy", "loop"):
         try:

@@ -162,3 +162,11 @@ def test_plans_refuse_what_cannot_be():
     assert repr(sl.ParallelPlan(data=2, pipeline=4, microbatches=8, schedule="interleaved", virtual_stages=2)) == (
         "ParallelPlan(DP 2 × PP 4; interleaved v=2 m=8, remat full)")
     assert math.isclose(sl.ParallelPlan(fsdp=4, tensor=2).num_chips, 8)
+
+
+def test_an_efficiency_below_one_slows_the_compute_and_the_mfu_in_proportion_when_compute_binds():
+    args = ("llama-3-8b", 64 * 4096, sl.ParallelPlan(fsdp=64, remat="none"), sl.tpu_slice((4, 4, 4), "tpu-v5p"))
+    full, part = (sl.training_cost(*args, seq_len=4096, efficiency=e) for e in (1.0, 0.6))
+    assert part.time_s == pytest.approx(full.time_s / 0.6) and part.mfu == pytest.approx(0.6 * full.mfu)
+    with pytest.raises(sl.InvalidValueError, match=r"^`efficiency` must be <= 1, got 1.5$"):
+        sl.training_cost(*args, seq_len=4096, efficiency=1.5)
