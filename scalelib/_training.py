@@ -10,8 +10,8 @@ sent to them by AllToAll) and ``slices`` (replicas in different TPU slices, over
 What :func:`training_cost` assumes, so that every number can be checked by hand:
 
 * **Compute** is the FLOPs of :func:`~scalelib.train_flops` (with the plan's rematerialisation)
-  spread evenly over the chips at peak C (or the share `efficiency` of it); a pipeline stage with more layers than L/p (L not a
-  multiple of p·v) slows every stage to its pace.
+  spread evenly over the chips at peak C (or the share `efficiency` of it); a pipeline stage with
+  more layers than L/p (L not a multiple of p·v) slows every stage to its pace.
 * **Communication overlaps compute pass by pass.** A step is a forward pass and a backward pass;
   each collective runs under the compute of the pass it belongs to (FSDP's weight gathers in both;
   its gradient reduce-scatter, and the data-parallel and DCN all-reduces, in the backward), so a
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._derivation import Derivation, derivable, explain, q
+from ._derivation import Derivation, derivable, explain, plain, q
 from ._errors import InvalidValueError, unknown
 from ._models import ModelSpec, model as _model
 from ._pipeline import SCHEDULES
@@ -342,40 +342,44 @@ def _seconds_per_byte(s: _Setup, axis: str, n: int, inner: int) -> float:
 
 
 def _plan_terms(s: _Setup, d, f, t, p, e, sl, mb, sched, v, r):
-    """(step s, forward compute s, backward compute s, forward s, backward s, bubble, {axis: (fwd s, bwd s)}, memory parts) of one plan.
+    """The cost of one plan: (step s, forward and backward compute s, forward and backward pass s, bubble,
+    {axis: (forward s, backward s)}, {part: bytes per chip}).
 
-    `sched` is 0 GPipe, 1 1F1B, 2 interleaved; `r` indexes REMAT. Every operation here is repeated, in
+    Degrees: d data, f FSDP, t tensor, p pipeline, e expert, sl slices; mb microbatches; `sched` is
+    0 GPipe, 1 1F1B, 2 interleaved, with v chunks per stage; `r` indexes REMAT. Every operation here is repeated, in
     the same order, by :func:`scalelib._plan_search._costs_numpy`; the two must agree to the last bit.
     """
-    N = d * f * t * p * sl
-    R = d * f * sl
-    L_stage = -(-s.L // (p * v)) * v
-    uneven = L_stage * p / s.L
-    full = 1.0 if r == 2 else 0.0
+    N = d * f * t * p * sl                  # chips
+    R = d * f * sl                          # replicas: ways the batch is split
+    L_stage = -(-s.L // (p * v)) * v        # layers on the busiest stage
+    uneven = L_stage * p / s.L              # every stage waits for the busiest
+    full = 1.0 if r == 2 else 0.0           # full remat re-runs the forward's collectives in the backward
     fwd_c = s.fwd_flops / (N * s.C) * uneven
     bwd_c = (2.0 * s.fwd_flops + s.recompute[r]) / (N * s.C) * uneven
     tok = s.B / R  # tokens per replica per step
     fe = max(f // e, 1)  # e divides f in a legal plan
     shard = (s.P - s.P_exp) * ((f - 1) / f) + s.P_exp * ((fe - 1) / fe)
     spb_f = _seconds_per_byte(s, "fsdp", f, t)
+    # FSDP, per microbatch: the weights gathered in each pass, the gradients reduce-scattered backward
     gather = mb * (s.b_param * shard / (t * p)) * spb_f
     scatter = mb * (s.b_grad * shard / (t * p)) * spb_f
+    # EP: one AllToAll of k copies of each token's D values, per MoE layer of the stage (on FSDP's links)
     a2a = s.b_act * (tok / t) * s.k * s.D * ((e - 1) / e) * (s.L_moe / p) * spb_f
     comms = {}
     if f > 1:
         comms["fsdp"] = (gather + 2.0 * a2a, gather + scatter + (2.0 + 2.0 * full) * a2a)
-    if t > 1:
+    if t > 1:  # TP: an AllGather and a ReduceScatter of [tokens, D] around attention and the MLP, per layer
         per_pass = L_stage * 4.0 * ((t - 1) / t) * s.b_act * tok * s.D * _seconds_per_byte(s, "tensor", t, 1)
         comms["tensor"] = (per_pass, (2.0 + full) * per_pass)
-    if d > 1:
+    if d > 1:  # DP: an AllReduce of the gradient shard, backward
         comms["data"] = (0.0, 2.0 * ((d - 1) / d) * s.b_grad * s.P / (t * p * f) * _seconds_per_byte(s, "data", d, t * f))
-    if p > 1:
+    if p > 1:  # PP: each stage passes its [tokens, D / t] activations on, v times (once per chunk)
         hop = v * s.b_act * tok * s.D / t * _seconds_per_byte(s, "pipeline", p, t * f * d)
         comms["pipeline"] = (hop, hop)
-    if sl > 1:
+    if sl > 1:  # DCN: an AllReduce of the chip's gradient shard with its counterparts in the other slices
         comms["slices"] = (0.0, 2.0 * ((sl - 1) / sl) * s.b_grad * s.P / (t * p * f * d) * _seconds_per_byte(
             s, "slices", sl, 1))
-    fwd = fwd_c
+    fwd = fwd_c  # each pass: its compute or its busiest axis's collectives, whichever is longer
     bwd = bwd_c
     for a, b in comms.values():
         fwd = max(fwd, a)
@@ -583,7 +587,7 @@ def model_flops_utilization(model, B, step_time_s, topology, *, seq_len, slices=
     C = explain(topology.spec.peak_flops_per_s, dtype=dtype)
     return Derivation("MFU", "FLOPs_train / (T_step · N · C)",
                       lambda: f"{q(flops.value, 'FLOP')} / ({q(t, 's')} · {n} · {q(C.value, 'FLOP/s')})",
-                      np.asarray(flops.value) / (np.asarray(t) * n * C.value) if np.ndim(t) else flops.value / (t * n * C.value),
+                      plain(np.asarray(flops.value) / (np.asarray(t) * n * C.value)),
                       "", (flops,), where=("N: chips; C: a chip's peak FLOP/s",))
 
 
