@@ -293,6 +293,8 @@ def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", gra
     b_state = _state_bytes(optimizer, optimizer_dtype, master_dtype)
     hbm = spec._require("hbm_bytes", "memory per chip") if hbm_bytes is None else hbm_bytes
     hbm = number("hbm_bytes", hbm, positive=True)
+    if np.ndim(hbm):
+        raise InvalidValueError(f"`hbm_bytes` must be one number (bytes per chip), got {shown(hbm_bytes)}")
     P = params(m)
     c = 3 if m.gated else 2
     P_exp = float(m.moe_layers * m.E * c * m.D * m.F) if m.is_moe else 0.0
