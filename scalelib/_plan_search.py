@@ -32,6 +32,8 @@ from ._validate import count, flag, name as _name, shown
 #: Pipeline schedules the search tries, as (schedule, chunks per stage).
 SEARCH_SCHEDULES = (("1f1b", 1), ("gpipe", 1), ("interleaved", 2), ("interleaved", 4))
 _CODE = {"gpipe": 0, "1f1b": 1, "interleaved": 2}
+#: The most plans one search prices (about 1.5 GB of arrays).
+MAX_PLANS = 20_000_000
 _METHODS = ("numpy", "loop")
 
 
@@ -97,6 +99,10 @@ def _grid(s: _Setup, slices: int, pipeline: bool, max_microbatches: int, remats)
     rs = [REMAT.index(r) for r in remats]
     base_a = np.array(base, dtype=np.int64)
     shape = (len(base), len(experts), len(mbs), len(scheds), len(rs))
+    if math.prod(shape) > MAX_PLANS:
+        raise InvalidValueError(f"search_plans: {math.prod(shape):,} plans to price, more than {MAX_PLANS:,}; "
+                                f"narrow the search (fewer `remat` policies, a smaller `max_microbatches`, "
+                                f"pipeline=False)")
     ib, ie, im, isch, ir = (i.ravel() for i in np.indices(shape))
     sched_a = np.array(scheds, dtype=np.int64)
     return {"data": base_a[ib, 0], "fsdp": base_a[ib, 1], "tensor": base_a[ib, 2], "pipeline": base_a[ib, 3],
