@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ..check import Exercise, register
-from ._tools import slip
+from ._tools import define, slip
 from .ch04 import _letters
 from ..._derivation import Derivation, explain, q
 from ..._models import model
@@ -53,8 +53,6 @@ register(Exercise(
             "LLaMA's MLP is gated (SwiGLU): three D x F matrices per layer, not two",
         slip(params(model(LLAMA).derive("llama-3-70b-mha", K=64)), params(LLAMA)):
             "only K = 8 heads have keys and values (grouped-query attention); the N = 64 are query heads",
-        slip(params(model(LLAMA).derive("llama-3-70b-tied", tied_embeddings=True)), params(LLAMA)):
-            "the input embedding and the output layer are separate matrices here: V·D twice",
     },
     book=("Text Q1",),
 ))
@@ -64,10 +62,10 @@ register(Exercise(
 
 def _per_token(per_param: int = 6, spec: str = LLAMA) -> Derivation:
     p = explain(params, spec)
-    return Derivation("FLOPs per token", f"{per_param}·P", lambda: f"{per_param}·{q(p.value, 'params')}",
-                      per_param * p.value, "FLOP", (p,),
-                      where=("P: parameters; a forward pass does 2 FLOPs per parameter and token, the backward "
-                             "twice that (attention's dot products left aside)",))
+    return _letters(Derivation("FLOPs per token", f"{per_param}·P", lambda: f"{per_param}·{q(p.value, 'params')}",
+                               per_param * p.value, "FLOP", (p,),
+                               where=("P: parameters; a forward pass does 2 FLOPs per parameter and token, the "
+                                      "backward twice that (attention's dot products left aside)",)))
 
 
 register(Exercise(
@@ -107,10 +105,11 @@ register(Exercise(
 def _days(chips: int = 8960, mfu: float = MFU, spec: str = LLAMA, peak: str = "bf16") -> Derivation:
     total = _total(spec=spec)
     C = chip("tpu-v5p").peak_flops_per_s(dtype=peak)
-    return Derivation("days", "FLOPs_total / (N · C · MFU) / 86400 s",
-                      lambda: f"{q(total.value, 'FLOP')} / ({chips} · {q(C, 'FLOP/s')} · {mfu}) / 86400 s",
+    return Derivation("days", "FLOPs_total / (N · C · MFU · 86400)",
+                      lambda: f"{q(total.value, 'FLOP')} / ({chips} · {q(C, 'FLOP/s')} · {mfu} · 86400)",
                       total.value / (chips * C * mfu) / DAY, "days", (total,),
-                      where=("N: chips; C: a TPU v5p's bf16 peak; MFU: the share of it the step uses",))
+                      where=("N: chips; C: a TPU v5p's bf16 peak; MFU: the share of it the step uses; 86400: "
+                             "seconds in a day",))
 
 
 register(Exercise(
@@ -133,9 +132,11 @@ def _memory(checkpoints: int = 4, optimizer_dtype: str = "f32") -> Derivation:
     m = model(LLAMA)
     state = explain(training_state_bytes, LLAMA, grad_dtype=None, optimizer_dtype=optimizer_dtype)
     acts = checkpoints * m.L * B * m.D * 2.0
-    return Derivation("memory", "state + c·L·B·D·2 bytes", lambda: f"{q(state.value, 'B')} + {checkpoints}·{m.L}·"
-                      f"{q(B)}·{m.D}·2 B", state.value + acts, "B", (state,),
-                      where=(f"c = {checkpoints} bf16 checkpoints of [B, D] kept per layer; B = 4M tokens",))
+    return _letters(define(Derivation(
+        "memory", "state + c·L·B·D·2", lambda: f"{q(state.value, 'B')} + {checkpoints}·{m.L}·{q(B)}·{m.D}·2 B",
+        state.value + acts, "B", (state,)),
+        {"c": f"bf16 checkpoints of [B, D] kept per layer ({checkpoints}), 2 bytes a value",
+         "B": "tokens per step (4M: 1024 sequences of 4096)"}))
 
 
 def _min_chips(**kw) -> Derivation:
@@ -153,8 +154,7 @@ register(Exercise(
     mistakes={
         slip(_min_chips(checkpoints=0), _min_chips()): "the weights and Adam state are only 3% of it: the "
                                                         "checkpoints of a 4M-token batch dominate",
-        slip(_min_chips(optimizer_dtype="bf16"), _min_chips()): "Adam's two moments are f32 here: 8 bytes per "
-                                                                 "parameter",
+        slip(_min_chips(checkpoints=1), _min_chips()): "four checkpoints of [B, D] are kept per layer, not one",
     },
     book=("Text Q5",),
 ))
@@ -197,9 +197,10 @@ register(Exercise(
 
 def _fsdp_check(chips: int = 8960) -> Derivation:
     crit = explain(data_parallel_critical_batch, _pod())
-    return Derivation("[B/N, B_crit]", "[B / N, C / W over three axes]",
+    return Derivation("[B/N, B_crit]", "[B / N, B_crit per chip]",
                       lambda: f"[{q(B)} / {chips}, {q(crit.value)}]", [B / chips, crit.value], "tokens",
-                      (crit,), where=("N: chips sharing the batch, its sequences split too",))
+                      (crit,), where=("B: tokens per step (4M); N: chips sharing the batch, its sequences split "
+                                      "too; B_crit: FSDP's threshold over all three torus axes",))
 
 
 register(Exercise(
@@ -254,7 +255,8 @@ register(Exercise(
 def _dcn_margin(pods: int = 4) -> Derivation:
     crit = explain(cross_slice_critical_batch, _pod())
     return Derivation("B_pod / B_crit", "(B / pods) / (C / W_dcn)", lambda: f"({q(B)} / {pods}) / {q(crit.value)}",
-                      B / pods / crit.value, "", (crit,), where=("pods: slices joined by data parallelism over DCN",))
+                      B / pods / crit.value, "", (crit,), where=("B: tokens per step (4M); pods: slices joined by "
+                                                                 "data parallelism over DCN",))
 
 
 register(Exercise(
@@ -276,8 +278,9 @@ register(Exercise(
 def _big(per_param: int = 6) -> Derivation:
     p = explain(params, BIG)
     total = _total(per_param, BIG)
-    return Derivation("[P, FLOPs_total]", "[P, 6·P·tokens]", lambda: f"[{q(p.value)}, {q(total.value, 'FLOP')}]",
-                      [p.value, total.value], "", (p, total))
+    return _letters(Derivation("[P, FLOPs_total]", "[P, 6·P·tokens]",
+                               lambda: f"[{q(p.value)}, {q(total.value, 'FLOP')}]", [p.value, total.value], "",
+                               (p, total), where=("P: parameters; tokens: 15T",)))
 
 
 register(Exercise(
