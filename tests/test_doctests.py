@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 import scalelib
-from scalelib import _specs
+from scalelib import _models, _specs
 
 MODULES = ["scalelib"] + sorted(m.name for m in pkgutil.walk_packages(scalelib.__path__, "scalelib."))
 
@@ -22,14 +22,16 @@ def test_docstring_examples_run_as_written(name):
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    registered = dict(_specs._USER)
+    registered, models = dict(_specs._USER), dict(_models._USER)
     try:
         for test in finder.find(module, name):
             runner.run(test)
-    finally:  # examples that register chips must not leave them behind
+    finally:  # examples that register chips or models must not leave them behind
         plt.close("all")
         _specs._USER.clear()
         _specs._USER.update(registered)
+        _models._USER.clear()
+        _models._USER.update(models)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{result.failed} docstring example(s) of {name} failed (see the output above)"
 
