@@ -381,7 +381,7 @@ def test_notebook_has_colab_link(page: PageReport) -> None:
 
 #: Chapter pages whose code cells print tables, and how many at least (rendered as HTML tables).
 OUTPUT_TABLES = {"book/ch01_rooflines": 1, "book/ch02_tpus": 2, "book/ch03_sharding": 17, "book/ch04_transformers": 7,
-                 "book/ch05_training": 7, "book/ch07_inference": 6, "book/ch08_serving": 7, "book/ch09_profiling": 5, "book/ch10_jax": 1, "book/ch12_gpus": 4}
+                 "book/ch05_training": 7, "book/ch06_llama_training": 5, "book/ch07_inference": 6, "book/ch08_serving": 7, "book/ch09_profiling": 5, "book/ch10_jax": 1, "book/ch12_gpus": 4}
 
 
 @_params(PAGES)

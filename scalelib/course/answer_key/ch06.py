@@ -325,5 +325,4 @@ register(Exercise(
         slip(6 * params(BIG) * 16 * 2**20 / (16384 * chip("h100").bf16_flops_per_s * MFU), _h100_step()):
             "that assumes 40% MFU; the question asks for the cost model's best plan, which runs at its peak",
     },
-    book=("Q2",),
 ))
