@@ -61,6 +61,7 @@ class TrainingRun:
     remat: tuple[str, ...] = ("none", "dot_product", "full")
     master_dtype: str | None = None
     notes: str = ""
+    checked: tuple[str, ...] = ()
 
     @property
     def spec(self) -> ModelSpec:
@@ -88,7 +89,7 @@ def _load() -> tuple[TrainingRun, ...]:
     rows = []
     for row in tomllib.loads(text)["run"]:
         row = dict(row)
-        for key in ("slice", "remat"):
+        for key in ("slice", "remat", "checked"):
             if key in row:
                 row[key] = tuple(row[key])
         rows.append(TrainingRun(**row))

@@ -27,6 +27,7 @@ def test_every_run_has_a_bound_a_source_and_at_least_three_publishers():
     for r in runs:
         assert r.url.startswith("https://arxiv.org/") and r.source and r.date and r.config
         assert r.quantity in ("mfu", "hfu") and 0 < r.reported < 1
+        assert r.checked, f"{r.name}: say where its figures were read"
 
 
 @pytest.mark.parametrize("name", sorted(BOUNDS))
