@@ -253,8 +253,8 @@ def tokens_per_s_per_chip(model, topology, *, batch, context, weight_dtype="bf16
         tokens/s/chip = B / (T_step · N)
 
     Args:
-        model, topology, batch, context, weight_dtype, kv_dtype, compute_dtype, kv_bytes_per_token, num_chips,
-        check_memory: as in :func:`generate_step_time_s`.
+        model, topology, batch, context: as in :func:`generate_step_time_s`.
+        weight_dtype, kv_dtype, compute_dtype, kv_bytes_per_token, num_chips, check_memory: as there too.
 
     Returns:
         tokens/s per chip.

@@ -439,7 +439,7 @@ def pipeline_crossover(model, B, sizes, chip, *, seq_len, **options):
         **options: further options of :func:`search_plans`.
 
     Returns:
-        a dict of numpy arrays: ``chips``, ``mfu_with``, ``mfu_without`` (fractions; nan where nothing
+        numpy arrays in a dict, keyed ``chips``, ``mfu_with``, ``mfu_without`` (fractions; nan where nothing
         fits), ``step_with_s``, ``step_without_s`` (s), and ``plans_with``, ``plans_without`` (lists).
 
     Chapter:
@@ -474,7 +474,7 @@ def plot_pipeline_crossover(model, B, sizes, chips, *, seq_len, ax=None, **optio
     """MFU of the best plan with and without pipeline parallelism against cluster size, one pair of lines per chip.
 
     Args:
-        model, B, sizes, seq_len, **options: as in :func:`pipeline_crossover`.
+        model, B, sizes, seq_len, options: as in :func:`pipeline_crossover` (options as keywords).
         chips: chip names (one line pair each), e.g. ``["h100", "gb200-nvl72", "tpu-v5p"]``; sizes that do
             not fit a chip's unit (whole nodes, cubes) are skipped for it.
         ax: a matplotlib Axes to draw on; a new figure when None.

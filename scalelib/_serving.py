@@ -148,8 +148,8 @@ def requests_per_s_per_chip(model, topology, *, batch, context, output_tokens, w
         requests/s/chip = B / (T_step · output_tokens · N)
 
     Args:
-        model, topology, batch, context, weight_dtype, kv_dtype, compute_dtype, kv_bytes_per_token, num_chips,
-        check_memory: as in :func:`~scalelib.generate_step_time_s`.
+        model, topology, batch, context: as in :func:`~scalelib.generate_step_time_s`.
+        weight_dtype, kv_dtype, compute_dtype, kv_bytes_per_token, num_chips, check_memory: as there too.
         output_tokens: G, tokens each request generates (> 0).
 
     Returns:

@@ -525,8 +525,8 @@ def training_memory_bytes(model, B, plan, topology, *, seq_len, param_dtype="bf1
         bytes = (p + g + o) · params / (fsdp·tensor·pipeline) + gathered weights + activations
 
     Args:
-        model, B, plan, topology, seq_len, param_dtype, grad_dtype, optimizer, optimizer_dtype,
-            master_dtype: as in :func:`training_cost`.
+        model, B, plan, topology, seq_len: as in :func:`training_cost`.
+        param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype: as there too.
 
     Returns:
         bytes (B) per chip.
