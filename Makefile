@@ -53,6 +53,7 @@ clean:
 MUTANTS ?= 240
 SEED ?= 0
 MUTATION_DIR ?= /tmp/scalelib-mutation
+MUTATION_CONFIG ?= .ci/mutation.toml
 CR := $(CURDIR)/.venv-mutation/bin
 
 .venv-mutation/.installed:
@@ -63,8 +64,8 @@ CR := $(CURDIR)/.venv-mutation/bin
 mutation: $(VENV)/.installed .venv-mutation/.installed
 	rm -rf $(MUTATION_DIR) && mkdir -p $(MUTATION_DIR)
 	git archive HEAD | tar -x -C $(MUTATION_DIR)
-	cd $(MUTATION_DIR) && $(CR)/cosmic-ray init .ci/mutation.toml session.sqlite \
-		&& $(CR)/cr-filter-operators session.sqlite .ci/mutation.toml \
+	cd $(MUTATION_DIR) && $(CR)/cosmic-ray init $(MUTATION_CONFIG) session.sqlite \
+		&& $(CR)/cr-filter-operators session.sqlite $(MUTATION_CONFIG) \
 		&& $(CR)/python .ci/mutation_sample.py session.sqlite $(MUTANTS) $(SEED) \
-		&& PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(MUTATION_DIR)" $(CR)/cosmic-ray exec .ci/mutation.toml session.sqlite \
+		&& PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(MUTATION_DIR)" $(CR)/cosmic-ray exec $(MUTATION_CONFIG) session.sqlite \
 		&& $(CR)/python .ci/mutation_sample.py --score session.sqlite
