@@ -20,6 +20,7 @@ import numpy as np
 from ..check import Exercise, register
 from ._tools import define, slip
 from ..._derivation import Derivation, explain, q
+from ..._einsum import einsum_flops
 from ..._profile import hlo_array, hlo_summary
 from ..._roofline import matmul_bytes, matmul_flops, roofline, t_comms_s, t_math_s
 from ..._specs import ChipSpec, bytes_per_value
@@ -104,7 +105,8 @@ register(Exercise(
 def _score_counts(B, T, S, N, H):
     """(FLOPs, bytes) of scores = einsum('btnh,bsnh->bnts', q, k) in bf16: q and k read, the scores written."""
     b = bytes_per_value("bf16")
-    return 2 * B * T * S * N * H, b * (B * T * N * H + B * S * N * H + B * N * T * S)
+    flops = einsum_flops("btnh,bsnh->bnts", {"b": B, "t": T, "s": S, "n": N, "h": H})
+    return flops, b * (B * T * N * H + B * S * N * H + B * N * T * S)
 
 
 _9_3 = dict(B=32, T=1, S=4096, N=32, H=128)
