@@ -117,3 +117,14 @@ def test_search_options_are_checked():
         sl.search_plans("llama-3-8b", 2**20, node, seq_len=4096, max_microbatches=10**6)
     with pytest.raises(sl.InvalidValueError, match=r"^`sizes`: a h100 cluster is whole nodes of 8 GPUs, got 12 GPUs"):
         sl.pipeline_crossover("llama-3-8b", 2**20, [12], "h100", seq_len=4096)
+
+
+def test_a_tpu_cluster_past_one_pod_is_whole_pods_joined_over_dcn():
+    from scalelib._plan_search import _cluster_of
+
+    one, slices = _cluster_of(4096, "tpu-v5p")  # 64 cubes of 4x4x4 fit one pod (16x20x28) as 16x16x16
+    assert (one.shape, slices) == ((16, 16, 16), 1)
+    big, slices = _cluster_of(16384, "tpu-v5p")  # 256 cubes: four 16x16x16 slices over DCN
+    assert (big.shape, slices) == ((16, 16, 16), 4)
+    small, slices = _cluster_of(512, "tpu-v5p")
+    assert (small.shape, slices) == ((8, 8, 8), 1)

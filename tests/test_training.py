@@ -170,3 +170,11 @@ def test_an_efficiency_below_one_slows_the_compute_and_the_mfu_in_proportion_whe
     assert part.time_s == pytest.approx(full.time_s / 0.6) and part.mfu == pytest.approx(0.6 * full.mfu)
     with pytest.raises(sl.InvalidValueError, match=r"^`efficiency` must be <= 1, got 1.5$"):
         sl.training_cost(*args, seq_len=4096, efficiency=1.5)
+
+
+def test_a_plan_with_more_replicas_than_tokens_is_refused():
+    cluster = sl.gpu_cluster(256, "h100")  # 2048 GPUs
+    with pytest.raises(sl.InvalidValueError, match="2048 replicas .* is more than the batch's 1024 tokens"):
+        sl.training_cost("llama-3-8b", 1024, sl.ParallelPlan(data=2048), cluster, seq_len=512)
+    # as many replicas as tokens is allowed: one token each
+    assert sl.training_cost("llama-3-8b", 2048, sl.ParallelPlan(data=2048), cluster, seq_len=1).time_s > 0
