@@ -73,3 +73,11 @@ def test_bad_schedules_are_refused_with_the_reason():
         sl.pipeline_schedule(4, 8, schedule="zb")
     with pytest.raises(sl.InvalidValueError, match=r"more than it draws"):
         sl.pipeline_schedule(100, 400)
+
+
+def test_only_the_interleaved_schedule_needs_microbatches_in_groups_of_p():
+    # GPipe and 1F1B run any number of microbatches: 6 on 4 stages idles (p − 1)/(m + p − 1) = 3/9
+    for schedule in ("gpipe", "1f1b"):
+        assert sl.pipeline_schedule(4, 6, schedule=schedule).bubble_fraction == pytest.approx(1 / 3)
+    with pytest.raises(sl.InvalidValueError, match="m must be a multiple of 4, got 6"):
+        sl.pipeline_schedule(4, 6, schedule="interleaved", virtual_stages=2)
