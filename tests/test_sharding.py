@@ -237,6 +237,8 @@ def test_the_mesh_view_colours_each_device_like_the_block_it_holds():
     assert ax.get_xlabel() == "mesh axis Y (4 devices)" and ax.get_ylabel() == "mesh axis X (2 devices)"
     texts = [t.get_text().splitlines() for t in ax.texts]
     assert texts == [[f"dev {d}", f"I{d // 4}"] for d in range(8)]
+    # each label sits in the middle of its device's cell: device d at column d % 4, row d // 4 from the top
+    assert [t.get_position() for t in ax.texts] == [(d % 4 + 0.5, 2 - 0.5 - d // 4) for d in range(8)]
     colours = [tuple(p.get_facecolor()) for p in ax.patches]
     assert len(set(colours)) == 2 and colours[:4] == [colours[0]] * 4  # a row of Y holds one block
     ax = sl.draw_sharding(sl.sharding("A[I_Y, J_X]", {"X": 2, "Y": 2}), (4, 4), view="mesh")
