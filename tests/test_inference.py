@@ -335,3 +335,8 @@ def test_the_latency_throughput_plot_marks_where_memory_ends():
     limit = sl.max_batch_size("llama-3-70b", V5E_4X4, context=2048, weight_dtype="int8")
     assert labels[0] == f"tpu-v5e 4x4 (memory full at batch {int(limit)})"
     assert ax.get_xlabel().endswith("(ms)") and ax.get_ylabel().endswith("per chip)")
+
+
+def test_a_model_given_as_a_parameter_count_must_be_positive():
+    with pytest.raises(sl.InvalidValueError, match=r"^`model` must be positive \(> 0\), got 0$"):
+        sl.generate_step_time_s(0, "tpu-v5e", batch=4, context=8192, kv_bytes_per_token=100e3, num_chips=16)

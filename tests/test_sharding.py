@@ -286,3 +286,10 @@ def test_all_devices_together_hold_the_array_times_its_copies(s, scale):
     one_copy = shape[0] * shape[1] * 2
     assert s.total_bytes(shape) == pytest.approx(one_copy * s.copies())
     assert s.shard_bytes(shape) * s.splits("I") * s.splits("J") == one_copy
+
+
+def test_the_mesh_view_of_a_one_axis_mesh_is_one_row_of_devices():
+    ax = sl.draw_sharding(sl.sharding("A[I_X, J]", {"X": 4}), (8, 8), view="mesh")
+    assert ax.get_xlabel() == "mesh axis X (4 devices)"
+    assert [t.get_position() for t in ax.texts] == [(d + 0.5, 0.5) for d in range(4)]
+    plt.close("all")
