@@ -24,6 +24,7 @@ from typing import Mapping
 import numpy as np
 
 from ._errors import InvalidValueError, unknown
+from ._registry import lookup
 from ._validate import shown
 
 
@@ -401,18 +402,5 @@ def model(name: str | ModelSpec, *, arg: str = "model") -> ModelSpec:
         >>> model("mixtral").name
         'mixtral-8x7b'
     """
-    if isinstance(name, ModelSpec):
-        registered = _all().get(name.name)
-        if registered is not None and registered != name:
-            raise InvalidValueError(
-                f"`{arg}`: this ModelSpec is called {name.name!r} but its fields differ from the registered "
-                f"{name.name!r}; give the variant a name of its own: model({name.name!r}).derive('my-{name.name}', ...)"
-            )
-        return name
-    if not isinstance(name, str):
-        raise InvalidValueError(f"`{arg}` must be a model name (e.g. 'llama-3-70b') or a ModelSpec, got {shown(name)}")
-    table = _aliases()
-    key = _key(name)
-    if key not in table:
-        raise unknown("model", name, _all(), arg=arg, extra=[a for s in _all().values() for a in s.aliases])
-    return _all()[table[key]]
+    return lookup(name, kind="model", cls=ModelSpec, table=_all(), aliases=_aliases(), key=_key, example="llama-3-70b",
+                  what="fields", arg=arg)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ._derivation import Derivation, derivable
 from ._errors import InvalidValueError, unknown
+from ._registry import lookup
 from ._units import fmt
 from ._validate import shown
 
@@ -544,21 +545,8 @@ def chip(name: str | ChipSpec, *, arg: str = "chip") -> ChipSpec:
         >>> chip("hopper").name
         'h100'
     """
-    if isinstance(name, ChipSpec):
-        registered = _all().get(name.name)
-        if registered is not None and registered != name:
-            raise InvalidValueError(
-                f"`{arg}`: this ChipSpec is called {name.name!r} but its figures differ from the registered "
-                f"{name.name!r}; give the variant a name of its own: chip({name.name!r}).derive('my-{name.name}', ...)"
-            )
-        return name
-    if not isinstance(name, str):
-        raise InvalidValueError(f"`{arg}` must be a chip name (e.g. 'h100') or a ChipSpec, got {shown(name)}")
-    table = _aliases()
-    key = _key(name)
-    if key not in table:
-        raise unknown("chip", name, _all(), arg=arg, extra=[a for s in _all().values() for a in s.aliases])
-    return _all()[table[key]]
+    return lookup(name, kind="chip", cls=ChipSpec, table=_all(), aliases=_aliases(), key=_key, example="h100",
+                  what="figures", arg=arg)
 
 
 class _Hardware:
