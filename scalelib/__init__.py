@@ -46,6 +46,7 @@ from ._inference import (
     generate_model_parallel_max_degree,
     generate_step_time_s,
     max_batch_size,
+    max_batch_within_latency,
     prefill_time_s,
     speculative_time_per_token_s,
     speculative_tokens_per_step,
@@ -172,6 +173,7 @@ from ._transformer_plots import plot_model_breakdown
 from ._twisted import torus_max_hops, torus_mean_hops
 from ._units import fmt
 from ._vector import vector_critical_intensity, vector_flops_per_s
+from .course.capstone import CapstoneBrief, capstone_brief
 from .course.check import Verdict, check, exercises, verdict
 
 __version__ = "0.1.0"
@@ -226,6 +228,7 @@ __all__ = [
     "moe_critical_batch_size", "plot_model_breakdown", "einsum_flops", "attention_intensity",
     # inference: step times, memory, model parallelism, speculative decoding (chapter 7); serving (chapter 8)
     "weight_load_time_s", "generate_step_time_s", "tokens_per_s_per_chip", "prefill_time_s", "max_batch_size",
+    "max_batch_within_latency",
     "generate_comms_time_s", "generate_model_parallel_max_degree", "weight_stationary_comms_time_s",
     "weight_stationary_crossover_chips",
     "speculative_tokens_per_step", "speculative_time_per_token_s", "min_chips", "smallest_slice",
@@ -240,5 +243,5 @@ __all__ = [
     # pictures of the hardware (chapters 2, 12)
     "draw_chip", "draw_fat_tree", "draw_gpu_node", "draw_torus", "plot_spec_comparison",
     # the exercises' checker (the rest of the course's machinery lives in scalelib.course)
-    "Verdict", "check", "exercises", "verdict",
+    "Verdict", "check", "exercises", "verdict", "CapstoneBrief", "capstone_brief",
 ]

@@ -410,6 +410,79 @@ def max_batch_size(model, topology, *, context, weight_dtype="bf16", kv_dtype=No
                              f"sequence; kv: KV bytes per token ({kvd})",))
 
 
+@derivable
+def max_batch_within_latency(model, topology, *, latency_s, context, weight_dtype="bf16", kv_dtype=None,
+                             compute_dtype="bf16", kv_bytes_per_token=None, num_chips=None):
+    """The largest batch whose generate step takes at most `latency_s` and whose KV caches fit in HBM.
+
+    A step's time grows with the batch (:func:`generate_step_time_s`), so a latency target per token
+    caps the batch; so does memory (:func:`max_batch_size`). The answer is the smaller cap: the batch
+    that gives the most tokens per second while every sequence still gets a token every `latency_s`.
+    Since ``T_step = max(B·(a + b), B·a + c)`` with a = S·kv/(N·W), b = 2·P_active/(N·C) and
+    c = P_bytes/(N·W), both terms must stay under the target.
+
+    Formula:
+        B = min(floor(L / (a + b)), floor((L − c) / a), B_max)
+
+    Args:
+        model: a model name, a :class:`~scalelib.ModelSpec`, or a parameter count (then give `kv_bytes_per_token`).
+        topology: a :class:`~scalelib.TpuSlice`, a :class:`~scalelib.GpuCluster`, or a chip name (with `num_chips`).
+        latency_s: L, the longest a generate step may take (s, > 0): the time between a sequence's tokens.
+        context: S, tokens cached per sequence (> 0).
+        weight_dtype: dtype of the weights.
+        kv_dtype: dtype of the KV cache; defaults to `weight_dtype`.
+        compute_dtype: dtype of the arithmetic, which sets C.
+        kv_bytes_per_token: the KV bytes per token, for a model given as a parameter count.
+        num_chips: with a chip name, how many chips share the model.
+
+    Returns:
+        sequences (a whole number, at least 1).
+
+    Chapter:
+        7 (Inference), 11 (Capstone)
+
+    Example:
+        >>> from scalelib import tpu_slice
+        >>> max_batch_within_latency("llama-3-70b", tpu_slice((4, 4), "tpu-v5e"), latency_s=0.05,
+        ...                          context=4096, weight_dtype="int8", kv_dtype="bf16")   # memory binds first
+        138.0
+    """
+    spec, n, where = _hardware(topology, num_chips)
+    w, kvd, c = _dtypes(weight_dtype, kv_dtype, compute_dtype)
+    served = _Served(model, kv_bytes_per_token, kvd)
+    L = positive("latency_s", latency_s)
+    S = positive("context", context)
+    if np.ndim(L) or np.ndim(S):
+        raise InvalidValueError(f"max_batch_within_latency takes one `latency_s` and one `context`, got "
+                                f"{shown(latency_s)} and {shown(context)}")
+    memory = explain(max_batch_size, model, topology, context=S, weight_dtype=w, kv_dtype=kvd,
+                     kv_bytes_per_token=kv_bytes_per_token, num_chips=num_chips)
+    weights = served.weight_bytes(w)
+    W = spec.bytes_per_s(bandwidth="hbm")
+    C = spec.peak_flops_per_s(dtype=c)
+    a = S * served.kv.value / (n * W)
+    b = 2 * served.active.value / (n * C)
+    floor_s = weights.value / (n * W)
+    one = explain(generate_step_time_s, model, topology, batch=1, context=S, weight_dtype=w, kv_dtype=kvd,
+                  compute_dtype=c, kv_bytes_per_token=kv_bytes_per_token, num_chips=num_chips, check_memory=False)
+    if one.value > L or memory.value < 1:
+        why = (f"even a batch of 1 takes {fmt(one.value, 's')} a step" if one.value > L else
+               f"not one sequence of {q(S)} tokens fits beside the weights")
+        raise InvalidValueError(f"`latency_s`: no batch meets {fmt(L, 's')} on {where}: {why}; use more chips, "
+                                f"smaller weights or a longer target")
+    by_compute = math.floor(L / (a + b) * (1 + 1e-12))
+    by_memory_reads = math.floor((L - floor_s) / a * (1 + 1e-12)) if a > 0 else math.inf
+    value = float(min(by_compute, by_memory_reads, memory.value))
+    return Derivation(
+        "B_latency", "min(floor(L / (a + b)), floor((L − P_bytes/(N·W)) / a), B_max)",
+        lambda: (f"min(floor({q(L, 's')} / ({q(a, 's')} + {q(b, 's')})), floor(({q(L, 's')} − "
+                 f"{q(floor_s, 's')}) / {q(a, 's')}), {q(memory.value)})"),
+        value, "sequences", (weights, served.kv, memory, one),
+        where=(f"L: the step-time target; a = S·kv/(N·W): each sequence's KV read per step; b = 2·P_active/(N·C): "
+               f"each sequence's matmul FLOPs per step; N: {n} {spec.name} chips ({where}); W: HBM bandwidth; "
+               f"C: the {c} peak",))
+
+
 # --- model parallelism during generation -----------------------------------------------------------
 
 

@@ -139,6 +139,9 @@ ITEMS: dict[int, tuple[BookItem, ...]] = {
         ("Q3", "AllReduce and ReduceScatter collective matmuls for a Transformer block"),
         ("Q4", "bidirectional collective matmuls"),
     ),
+    # The book's chapter 11 ("Conclusions and Further Reading") is a reading list: it asks nothing. The
+    # course's chapter 11 is a capstone instead, whose exercises are each learner's own brief.
+    11: (),
     12: _items(
         ("Quiz 1 Q1", "CUDA cores of an H100 and a B200 against a v5p's ALUs"),
         ("Quiz 1 Q2", "an H100's vector FLOP/s"),

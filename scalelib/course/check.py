@@ -142,6 +142,9 @@ class Exercise:
         wrong: for ``kind="jax"``, common wrong methods: pairs (a NumPy function of the
             same inputs as the reference, computing what the method gives; the text
             naming the slip), checked when the learner's values are wrong.
+        per_learner: the reference (and the mistakes' ratios) follow the current capstone
+            brief (:mod:`scalelib.course.capstone`): chapter 11, where each learner plans
+            a different job. Checked only once the learner has made their brief.
     """
 
     id: str
@@ -159,6 +162,7 @@ class Exercise:
     book: tuple[str, ...] = ()  # the book's items it answers, e.g. ("Q3",) or ("Quiz 1 Q2",): see book_items.py
     rule: Any = None  # kind="jax": a jax_check.CollectiveRule (or None: numerics only)
     wrong: tuple[tuple[Callable[..., Any], str], ...] = ()  # kind="jax": (what a wrong method gives, its name)
+    per_learner: bool = False  # the reference depends on the learner's capstone brief (chapter 11; see capstone.py)
 
 
 #: Environment variable set (to "1") in the kernels ``scalelib grade`` runs submissions in: there
@@ -621,6 +625,12 @@ def verdict(exercise_id: str, answer, *, cases=None) -> Verdict:
     exercise = get_exercise(exercise_id)
     if answer is None or answer is Ellipsis:
         return Verdict(exercise.id, NOT_ATTEMPTED, f"⬜ Exercise {exercise.id}: not attempted.")
+    if exercise.per_learner:
+        from .capstone import current
+
+        if current() is None:
+            return Verdict(exercise.id, NOT_ATTEMPTED, f"⬜ Exercise {exercise.id}: make your capstone brief first "
+                           f"(brief = sl.capstone_brief('your name')); this exercise is checked against it.")
     if exercise.kind == "jax":
         if not callable(answer) or isinstance(answer, type):
             return Verdict(exercise.id, INCORRECT, f"❌ Exercise {exercise.id}: expected a function of JAX arrays "

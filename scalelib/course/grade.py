@@ -851,6 +851,30 @@ def judge(exercise_id: str, answer: dict) -> tuple[Verdict, str | None]:
                 f"exercise {eid}: the checker failed on this answer ({type(err).__name__}); please look")
 
 
+def _judge_for_brief(sub: Submission, eid: str, payload: dict, seen: set[str]) -> tuple[Verdict, str | None]:
+    """Judge a chapter 11 answer against the brief of the name the notebook made it for.
+
+    The brief is rebuilt here from that name (nothing else the notebook says about it is read); a name
+    that is not the submission's learner (its metadata name, file name or folders) is flagged once.
+    """
+    from .capstone import brief_for, same_learner, using
+
+    name = payload.get("brief") if isinstance(payload, dict) else None
+    if not isinstance(name, str) or not name.strip():
+        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: no capstone brief was made before this check "
+                                       f"(brief = sl.capstone_brief('your name')), so it could not be judged."), None
+    name = " ".join(name.split())[:100]
+    flag = None
+    if name not in seen:
+        seen.add(name)
+        if not same_learner(name, sub.learner, (sub.path.stem, *sub.path.parent.parts[-2:])):
+            flag = (f"the capstone was worked for the brief of {name!r}, not of this submission's learner "
+                    f"{sub.learner!r}; it was graded against {name!r}'s brief")
+    with using(brief_for(name)):
+        result, judge_flag = judge(eid, payload)
+    return result, judge_flag or flag
+
+
 def _grades(sub: Submission, ids: tuple[str, ...], run: _Run) -> tuple[list[ExerciseGrade], list[str], list[str]]:
     last: dict[str, tuple[int, dict]] = {}
     ignored: list[str] = []
@@ -867,6 +891,7 @@ def _grades(sub: Submission, ids: tuple[str, ...], run: _Run) -> tuple[list[Exer
         else:
             last[eid] = (number, payload)
     grades = []
+    briefs: set[str] = set()
     for eid in ids:
         exercise = get_exercise(eid)
         if eid not in last:
@@ -874,7 +899,10 @@ def _grades(sub: Submission, ids: tuple[str, ...], run: _Run) -> tuple[list[Exer
                                         0.0, float(exercise.points)))
             continue
         number, payload = last[eid]
-        result, flag = judge(eid, payload)
+        if exercise.per_learner:
+            result, flag = _judge_for_brief(sub, eid, payload, briefs)
+        else:
+            result, flag = judge(eid, payload)
         if flag:
             flags.append(f"cell {number}: {flag}")
         points = float(exercise.points) if result.status == CORRECT else 0.0

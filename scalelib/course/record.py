@@ -158,6 +158,11 @@ def record(exercise_id, answer) -> None:
         else:  # check(1.1, ...): the grader reports it and ignores it
             payload["exercise"] = None
             payload["exercise_repr"] = _safe_repr(exercise_id)
+        from .capstone import current
+
+        brief = current()
+        if brief is not None:  # chapter 11: whose brief the answers were worked for (the grader cross-checks it)
+            payload["brief"] = _short(brief.learner, 100)
         if payload["kind"] == "function" and payload["exercise"] is not None:
             _FUNCTIONS[payload["exercise"]] = answer
         from IPython.display import display

@@ -1,0 +1,274 @@
+"""Chapter 11's capstone briefs: one per learner, so that two learners' capstones differ.
+
+A brief is a small planning job: train a given model on a given number of tokens before a deadline,
+choosing among the chips a cloud can lend, and then serve it under a latency target and a daily load.
+:func:`capstone_brief` draws a learner's brief from their name (a hash of it picks the model, the
+amount of training, the deadline, the cloud, the serving chip, the precision, the context, the target
+and the load), so the same name always gives the same brief, on the learner's machine and in the
+grader. Figures that follow from others (the budget, the serving slice) are computed by scalelib,
+never typed in.
+
+The exercises of chapter 11 (``answer_key/ch11.py``) are checked against the brief made last in the
+learner's kernel (:func:`current`); the grader judges each answer against the brief of the name the
+notebook used and reports, in the gradebook, a name that is not the submission's learner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+from .._errors import InvalidValueError
+from .._models import model as _model
+from .._serving import min_chips, usd_per_chip_hour
+from .._specs import chip as _chip
+from .._transformer import params, train_flops
+from .._units import fmt
+
+#: What a brief is drawn from. Each tuple is one choice of the brief; the learner's hash picks one entry
+#: of each (see :func:`capstone_brief`). Models are the course's presets (scalelib/data/models.toml).
+MODELS = ("llama-3-8b", "llama-2-13b", "gemma-2-27b", "llama-3-70b")
+#: Training tokens per parameter (the Chinchilla optimum is about 20; LLaMA 3 went far past it).
+TOKENS_PER_PARAM = (20, 100, 200)
+SEQ_LENS = (4096, 8192)
+DEADLINE_DAYS = (21, 45, 90)
+#: The clouds: how many chips of each kind one will lend for the training run.
+CLOUDS = (
+    ("Cloud A", (("tpu-v5e", 2048), ("tpu-v5p", 2048), ("h100", 1024))),
+    ("Cloud B", (("tpu-v5p", 4096), ("h100", 2048), ("b200", 256))),
+    ("Cloud C", (("tpu-v5e", 4096), ("h100", 512), ("b200", 1024))),
+)
+#: The budget as a multiple of the cheapest plan that meets the deadline (rounded to 2 significant figures).
+BUDGET_FACTORS = (0.6, 1.5)
+SERVE_CHIPS = ("tpu-v5e", "h100")
+WEIGHT_DTYPES = ("int8", "bf16")
+CONTEXTS = (4096, 16384)
+LATENCIES_S = (0.015, 0.03)
+DAILY_OUTPUT_TOKENS = (2e9, 3e10)
+#: Utilisation every brief assumes for training (the book's planning figure in ch. 6).
+MFU = 0.4
+#: The serving slice holds the weights and this many sequences' KV caches at the brief's context.
+SERVE_SLICE_SEQUENCES = 64
+#: Tokens per training step (batch), for the sharding part.
+BATCH_TOKENS = 4 * 2**20
+
+_CHOICES = (MODELS, TOKENS_PER_PARAM, SEQ_LENS, DEADLINE_DAYS, CLOUDS, BUDGET_FACTORS, SERVE_CHIPS,
+            WEIGHT_DTYPES, CONTEXTS, LATENCIES_S, DAILY_OUTPUT_TOKENS)
+#: How many different briefs there are.
+VARIANTS = math.prod(len(c) for c in _CHOICES)
+
+
+def _significant(x: float, digits: int = 2) -> float:
+    return float(f"{x:.{digits - 1}e}")
+
+
+@dataclass(frozen=True)
+class CapstoneBrief:
+    """One learner's capstone: what to train, by when, where; what to serve, how fast, how much.
+
+    Chapter:
+        11 (Capstone)
+    """
+
+    learner: str
+    variant: int
+    model: str
+    train_tokens: float
+    seq_len: int
+    deadline_days: float
+    cloud: str
+    available: tuple[tuple[str, int], ...]
+    budget_usd: float
+    mfu: float
+    batch_tokens: float
+    serve_chip: str
+    serve_chips: int
+    weight_dtype: str
+    kv_dtype: str
+    context: int
+    latency_s: float
+    daily_output_tokens: float
+
+    @property
+    def chips_available(self) -> dict[str, int]:
+        """Chip name -> how many the brief's cloud lends for training."""
+        return dict(self.available)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The brief as (item, value) rows, in the order a reader meets them."""
+        fleet = ", ".join(f"{n:,} {name} (USD {usd_per_chip_hour(name):.2f}/chip-hour)" for name, n in self.available)
+        return [
+            ("Learner", self.learner),
+            ("Model", f"{self.model} ({fmt(params(self.model), 'params')})"),
+            ("Training tokens", fmt(self.train_tokens, "tokens")),
+            ("Sequence length", f"{self.seq_len:,} tokens"),
+            ("Deadline", f"{self.deadline_days:g} days of training"),
+            ("Chips the cloud lends", f"{self.cloud}: {fleet}"),
+            ("Budget for training", f"USD {self.budget_usd:,.0f}"),
+            ("Utilisation to plan with (MFU)", f"{self.mfu:.0%}"),
+            ("Batch", f"{self.batch_tokens:,.0f} tokens per step"),
+            ("Serving slice", f"{self.serve_chips} {self.serve_chip}"),
+            ("Serving precision", f"weights {self.weight_dtype}, KV cache {self.kv_dtype}"),
+            ("Tokens cached per sequence", f"{self.context:,}"),
+            ("Latency target", f"{fmt(self.latency_s, 's')} per output token (one generate step)"),
+            ("Load", f"{fmt(self.daily_output_tokens, 'tokens')} generated per day"),
+        ]
+
+    def _repr_markdown_(self) -> str:
+        lines = [f"**Capstone brief {self.variant}**", "", "| Item | Value |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in self.rows()]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        width = max(len(k) for k, _ in self.rows())
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in self.rows())
+
+
+def normalize_name(name: str) -> str:
+    """A learner's name as the brief reads it: case, accents aside, spaces and punctuation ignored."""
+    return re.sub(r"[\W_]+", "", name.casefold())
+
+
+def variant_of(name: str) -> int:
+    """The brief number (0 to VARIANTS - 1) a learner's name draws."""
+    key = normalize_name(name)
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % VARIANTS
+
+
+def _pick(variant: int) -> tuple:
+    picks = []
+    for choice in _CHOICES:
+        variant, index = divmod(variant, len(choice))
+        picks.append(choice[index])
+    return tuple(picks)
+
+
+def training_flops(model: str, tokens: float, seq_len: int) -> float:
+    """FLOPs of training `model` on `tokens` tokens in sequences of `seq_len` (causal attention included)."""
+    return float(train_flops(model, seq_len=seq_len, tokens=tokens, causal=True))
+
+
+def chips_for_deadline(flops: float, chip: str, days: float, mfu: float) -> int:
+    """The fewest chips of `chip` that do `flops` in `days` at utilisation `mfu`."""
+    return math.ceil(flops / (_chip(chip).peak_flops_per_s() * mfu * days * 86400) * (1 - 1e-12))
+
+
+def training_cost_usd(flops: float, chip: str, mfu: float) -> float:
+    """What `flops` of training cost on `chip` at `mfu`: chip-hours at the published price."""
+    return flops / (_chip(chip).peak_flops_per_s() * mfu) / 3600 * usd_per_chip_hour(chip)
+
+
+def cheapest_chip(flops: float, available, days: float, mfu: float) -> str:
+    """The chip of `available` (name, count) pairs that meets the deadline for the least money."""
+    feasible = [name for name, n in available if chips_for_deadline(flops, name, days, mfu) <= n]
+    if not feasible:
+        raise InvalidValueError("no chip the cloud lends meets the deadline")
+    return min(feasible, key=lambda name: training_cost_usd(flops, name, mfu))
+
+
+def capstone_brief(learner: str | None = None, *, variant: int | None = None) -> CapstoneBrief:
+    """The capstone brief of `learner` (their name or student id, as the instructor grades them).
+
+    The same name always gives the same brief; two names most likely give different ones (there are
+    :data:`VARIANTS` briefs). The brief becomes the current one: chapter 11's checks use it.
+
+    Args:
+        learner: your name or student id (a non-empty string; case, spaces and punctuation do not matter).
+        variant: instead of a name, a brief's number (0 to VARIANTS - 1), for instructors looking briefs over.
+
+    Returns:
+        a :class:`CapstoneBrief`.
+
+    Chapter:
+        11 (Capstone)
+
+    Example:
+        >>> brief = capstone_brief("Ada Lovelace")
+        >>> brief == capstone_brief("ada lovelace")
+        True
+    """
+    if (learner is None) == (variant is None):
+        raise InvalidValueError("capstone_brief: give your name (capstone_brief('Ada Lovelace')) or, for "
+                                "instructors, variant=<a number from 0 to "
+                                f"{VARIANTS - 1}>, one of the two")
+    if learner is not None:
+        if not isinstance(learner, str) or not normalize_name(learner):
+            raise InvalidValueError(f"`learner` must be your name or student id (letters or digits), got {learner!r}")
+        name = " ".join(learner.split())
+        number = variant_of(name)
+    else:
+        if isinstance(variant, bool) or not isinstance(variant, int) or not 0 <= variant < VARIANTS:
+            raise InvalidValueError(f"`variant` must be a whole number from 0 to {VARIANTS - 1}, got {variant!r}")
+        name, number = f"variant {variant}", variant
+    brief = _make(name, number)
+    global _CURRENT
+    _CURRENT = brief
+    return brief
+
+
+def brief_for(learner: str) -> CapstoneBrief:
+    """The brief of `learner`, without making it the current one (the grader's view); see :func:`capstone_brief`."""
+    name = " ".join(learner.split())
+    return _make(name, variant_of(name))
+
+
+def same_learner(name: str, learner: str, path_parts=()) -> bool:
+    """Whether a brief made for `name` belongs to the submission of `learner` (its name, file or folders)."""
+    key = normalize_name(name)
+    return bool(key) and any(key in normalize_name(str(part)) for part in (learner, *path_parts))
+
+
+def _make(name: str, number: int) -> CapstoneBrief:
+    (model, per_param, seq_len, days, (cloud, available), budget_factor, serve_chip, weight_dtype, context,
+     latency_s, daily) = _pick(number)
+    # A draw no chip of the cloud can meet is made feasible: a later deadline first, then fewer tokens.
+    ratios = [r for r in TOKENS_PER_PARAM if r <= per_param][::-1]
+    deadlines = [d for d in DEADLINE_DAYS if d >= days]
+    for per_param, days in [(r, d) for r in ratios for d in deadlines]:
+        tokens = _significant(per_param * params(model), 2)
+        flops = training_flops(model, tokens, seq_len)
+        try:
+            best = cheapest_chip(flops, available, days, MFU)
+            break
+        except InvalidValueError:
+            continue
+    else:
+        raise InvalidValueError(f"capstone brief {number}: no chip meets any deadline (a bug in the brief's lists)")
+    budget = _significant(training_cost_usd(flops, best, MFU) * budget_factor, 2)
+    slice_chips = int(min_chips(_model(model), serve_chip, weight_dtype=weight_dtype, kv_dtype="bf16",
+                                batch=SERVE_SLICE_SEQUENCES, context=context))
+    return CapstoneBrief(name, number, model, tokens, seq_len, float(days), cloud, available, budget, MFU,
+                         float(BATCH_TOKENS), serve_chip, slice_chips, weight_dtype, "bf16", context,
+                         latency_s, daily)
+
+
+_CURRENT: CapstoneBrief | None = None
+
+
+def current() -> CapstoneBrief | None:
+    """The brief made last in this process (None before any)."""
+    return _CURRENT
+
+
+def sample() -> CapstoneBrief:
+    """The brief the course's solved notebook works: the current one if any, else the sample learner's."""
+    return _CURRENT if _CURRENT is not None else brief_for(SAMPLE_LEARNER)
+
+
+#: The learner whose brief the solved chapter shows.
+SAMPLE_LEARNER = "Ada Lovelace"
+
+
+@contextlib.contextmanager
+def using(brief: CapstoneBrief | None) -> Iterator[CapstoneBrief | None]:
+    """Make `brief` the current one inside the block (the grader judges each learner's answers so)."""
+    global _CURRENT
+    saved, _CURRENT = _CURRENT, brief
+    try:
+        yield brief
+    finally:
+        _CURRENT = saved
