@@ -14,7 +14,7 @@ help:
 	@echo "make site    - set up .venv and build the website into _build/html"
 	@echo "make test    - run every test (same command as CI)"
 	@echo "make bench   - print scalelib's import time and each notebook's run time"
-	@echo "make exercises - regenerate exercises/ from solutions/, resync setup cells, rewrite the API pages"
+	@echo "make exercises - regenerate exercises/ from solutions/, resync setup cells, rewrite the API pages and the book map"
 
 # Python packages, pinned in requirements.txt; scalelib itself installed editable.
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -38,11 +38,13 @@ exercises: $(VENV)/.installed
 	$(VENV)/bin/scalelib sync-setup
 	$(VENV)/bin/scalelib generate
 	$(VENV)/bin/scalelib api-docs
+	$(VENV)/bin/scalelib book-map
 
 check-exercises: $(VENV)/.installed
 	$(VENV)/bin/scalelib sync-setup --check
 	$(VENV)/bin/scalelib generate --check
 	$(VENV)/bin/scalelib api-docs --check
+	$(VENV)/bin/scalelib book-map --check
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

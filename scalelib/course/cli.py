@@ -1,4 +1,4 @@
-"""The ``scalelib`` command: grade notebooks, generate exercises, sync setup cells, write the API pages.
+"""The ``scalelib`` command: grade notebooks, generate exercises, sync setup cells, write the generated pages.
 
 Exit status: 0 on success (also when answers are wrong: grading reports them);
 1 when ``--check`` finds drift, when ``grade --strict`` finds a notebook it could
@@ -15,7 +15,7 @@ from pathlib import Path
 from .._errors import ScalelibError
 
 DESCRIPTION = ("Tools of the scalelib course: grade notebooks, generate exercise notebooks, sync setup cells, "
-               "write the API reference and formula index.")
+               "write the API reference, the formula index and the map of the book's questions.")
 EPILOG = """\
 exit status: 0 on success (wrong answers included); 1 when --check finds drift,
 when grade --strict finds a notebook it could not grade, or on an error;
@@ -25,7 +25,8 @@ examples:
   scalelib grade submissions/ --out gradebook --strict
   scalelib generate --check
   scalelib sync-setup
-  scalelib api-docs --check"""
+  scalelib api-docs --check
+  scalelib book-map --check"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -85,6 +86,14 @@ def _parser() -> argparse.ArgumentParser:
                        "docstring gives, with the function computing it) from scalelib's docstrings.")
     a.add_argument("--check", action="store_true", help="write nothing; list what is out of date and exit 1 if any")
     a.add_argument("--root", metavar="DIR", default=".",
+                   help="the repository root, which holds book/ (default: the current folder)")
+
+    b = sub.add_parser("book-map", help="write the page mapping each of the book's questions to the course",
+                       description="Write book/book-map.md: every question of the book, chapter by chapter, with "
+                       "the exercises (from their registrations' `book=`) and the worked problems (from the chapter "
+                       "notebooks' cell metadata) that answer it, and the exercises that answer none.")
+    b.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page is out of date")
+    b.add_argument("--root", metavar="DIR", default=".",
                    help="the repository root, which holds book/ (default: the current folder)")
     return parser
 
@@ -195,6 +204,25 @@ def _api_docs(args) -> int:
     return 0
 
 
+def _book_map(args) -> int:
+    from .bookmap import unknown_claims, write_page
+
+    for chapter, claims in unknown_claims(args.root).items():
+        for item, where in claims.items():
+            print(f"warning: chapter {chapter}: {', '.join(where)} claims {item!r}, which the book's chapter "
+                  f"lacks (see scalelib/course/book_items.py)", file=sys.stderr)
+    drift = write_page(args.root, check=args.check)
+    if not drift:
+        print("book/book-map.md is up to date with the exercises and the notebooks")
+    for item in drift:
+        print(item if args.check else f"{'created' if item.problem == 'missing' else 'updated'} {item.path}")
+    if args.check and drift:
+        print("the book map is out of date; run `make exercises` (or `scalelib book-map`) to update it",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None) -> int:
     """Run the ``scalelib`` command with `argv` (default: the process's arguments); return its exit status."""
     parser = _parser()
@@ -206,12 +234,13 @@ def main(argv=None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        commands = {"grade": _grade, "generate": _generate, "sync-setup": _sync_setup, "api-docs": _api_docs}
+        commands = {"grade": _grade, "generate": _generate, "sync-setup": _sync_setup, "api-docs": _api_docs,
+                    "book-map": _book_map}
         return commands[args.command](args)
     except ScalelibError as err:
         print(f"scalelib {args.command}: error: {err}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as err:
-        package = {"yaml": "pyyaml"}.get(err.name, "'scalelib[grade]'")
+        package = {"yaml": "pyyaml", "myst_parser": "myst-parser"}.get(err.name, "'scalelib[grade]'")
         print(f"scalelib {args.command}: error: {err.name} is not installed: pip install {package}", file=sys.stderr)
         return 1
