@@ -363,7 +363,7 @@ def render(root=".") -> str:
     """The text of ``book/book-map.md`` for the repository at `root`."""
     site = Site.read(root)
     chapters = [chapter_map(number, site) for number in sorted(BOOK_TITLES)]
-    lines = ["(book-map)=", "# The book's questions in the course", "", _generated_note(), "", INTRO,
+    lines = ["(book-map)=", "# The book, question by question", "", _generated_note(), "", INTRO,
              "| Book chapter | Course chapter | Questions answered | Optional examples | Course extras |",
              "|--------------|----------------|--------------------|-------------------|---------------|"]
     for chapter in chapters:
