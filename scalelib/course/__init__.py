@@ -10,5 +10,6 @@
 * :mod:`scalelib.course.authoring`: exercise notebooks generated from the solved ones,
   setup cells and Colab links;
 * :mod:`scalelib.course.apidoc`: the site's API reference and formula index;
+* :mod:`scalelib.course.bookmap`: the site's map of the book's questions to the course's answers;
 * :mod:`scalelib.course.cli` (the ``scalelib`` command) and :mod:`scalelib.course.bench`.
 """
