@@ -306,7 +306,7 @@ def chapter_map(chapter: int, site: Site) -> ChapterMap:
             out.extras.append((exercise(eid), title))
     worked: dict[str, list[str]] = {}
     for problem in worked_problems(book, site):
-        text = problem.section.text if problem.section else f"cell {problem.cell}"
+        text = _cell(problem.section.text) if problem.section else f"cell {problem.cell}"
         link = _link(site, text, book, problem.section.anchor if problem.section else None)
         for item in problem.items:
             if link not in worked.setdefault(item, []):
@@ -341,8 +341,8 @@ def _render_chapter(chapter: ChapterMap) -> list[str]:
                                         "course: {course}.")
         return lines + [note.format(number=number, course=where), ""]
     lines += [f"In the course: {where}. {_answered_sentence(chapter)}", "",
-              "| Book item | What it asks | Exercise | Worked problem in the chapter |",
-              "|-----------|--------------|----------|-------------------------------|"]
+              "| Book item | What it asks | Exercises | Worked problem in the chapter |",
+              "|-----------|--------------|-----------|-------------------------------|"]
     for item, exercises, worked in chapter.rows:
         label = f"{item.id} (optional)" if not item.required else item.id
         lines.append(f"| {_cell(label)} | {_cell(item.title)} | {'; '.join(exercises) or NONE} "
