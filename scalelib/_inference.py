@@ -478,9 +478,9 @@ def max_batch_within_latency(model, topology, *, latency_s, context, weight_dtyp
         lambda: (f"min(floor({q(L, 's')} / ({q(a, 's')} + {q(b, 's')})), floor(({q(L, 's')} − "
                  f"{q(floor_s, 's')}) / {q(a, 's')}), {q(memory.value)})"),
         value, "sequences", (weights, served.kv, memory, one),
-        where=(f"L: the step-time target; a = S·kv/(N·W): each sequence's KV read per step; b = 2·P_active/(N·C): "
-               f"each sequence's matmul FLOPs per step; N: {n} {spec.name} chips ({where}); W: HBM bandwidth; "
-               f"C: the {c} peak",))
+        where=(f"L: the step-time target; a: S·kv/(N·W), the time to read one sequence's KV cache; b: "
+               f"2·P_active/(N·C), the time of one sequence's matmuls; N: {n} {spec.name} chips ({where}); W: HBM "
+               f"bandwidth; C: the {c} peak",))
 
 
 # --- model parallelism during generation -----------------------------------------------------------

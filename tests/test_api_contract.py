@@ -254,6 +254,9 @@ CALLS = {
     "max_batch_size": (sl.max_batch_size, ("llama-3-70b", SLICE), {
         "context": 8192, "weight_dtype": "int8", "kv_dtype": "int8", "kv_bytes_per_token": None,
         "reserve_bytes": 1e9, "num_chips": None}),
+    "max_batch_within_latency": (sl.max_batch_within_latency, ("llama-3-70b", SLICE), {
+        "latency_s": 0.05, "context": 4096, "weight_dtype": "int8", "kv_dtype": "bf16", "compute_dtype": "bf16",
+        "kv_bytes_per_token": None, "num_chips": None}),
     "generate_comms_time_s": (sl.generate_comms_time_s, ("llama-3-70b", SLICE), {
         "batch": 32, "axes": "XY", "dtype": "bf16", "tokens_per_step": 1}),
     "generate_model_parallel_max_degree": (sl.generate_model_parallel_max_degree, ("llama-3-70b", SLICE), {
@@ -297,6 +300,7 @@ CALLS = {
     "check": (sl.check, ("1.1", 590), {}),
     "verdict": (sl.verdict, ("1.1", 590), {}),
     "exercises": (sl.exercises, (1,), {}),
+    "capstone_brief": (sl.capstone_brief, ("Ada Lovelace",), {"variant": None}),
 }
 
 #: Public names that are not called: constants, errors, and records scalelib makes and hands out.
@@ -304,11 +308,12 @@ NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValue
               "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "SystolicTrace", "Collective",
               "CompiledCollective", "MatmulPlan", "Reshard", "PlanComparison", "PlanRow",
               "HloArray", "HloOp", "HloSummary", "XlaCost", "Trace", "TraceEvent", "TraceOp", "RooflineCheck",
-              "TrainingCost", "PlanSearch", "PipelineNeed", "PipelineSchedule", "PipelineOp", "InferenceResult", "TrainingRun"}
+              "TrainingCost", "PlanSearch", "PipelineNeed", "PipelineSchedule", "PipelineOp", "InferenceResult", "TrainingRun",
+              "CapstoneBrief"}
 #: Parameters that may take a default and still be positional: the subject of a listing or a plot.
 POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "chapter"), ("plot_roofline", "chips"),
                        ("plot_spec_comparison", "chips"), ("plot_model_breakdown", "models"), ("fmt", "unit"),
-                       ("gpu_cluster", None)}
+                       ("gpu_cluster", None), ("capstone_brief", "learner")}
 #: Callables that compute no quantity, so have no derivation (they list, look up, draw or check).
 NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip", "load_chips", "ChipSpec",
                "ChipSpec.derive", "ChipSpec.source_of", "tpu_slice", "tpu_pod", "gpu_cluster", "TpuSlice",
@@ -325,7 +330,7 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "compare_with_roofline", "prediction_table", "smallest_slice", "plot_latency_throughput",
                "ParallelPlan", "pipeline_schedule", "plot_pipeline_schedule", "needs_pipeline", "pipeline_crossover",
                "plot_pipeline_crossover", "inference_results", "training_runs",
-               "published_plan_cost"}
+               "published_plan_cost", "capstone_brief"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
         "plot_roofline", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
         "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",

@@ -19,7 +19,7 @@ import contextlib
 import hashlib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from .._errors import InvalidValueError
@@ -74,7 +74,7 @@ class CapstoneBrief:
         11 (Capstone)
     """
 
-    learner: str
+    learner: str = field(compare=False)  # as the learner wrote it; briefs compare by content
     variant: int
     model: str
     train_tokens: float

@@ -14,7 +14,9 @@ from collections.abc import Mapping
 
 from ..capstone import MFU, cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
 from ..check import Exercise, register
-from ._tools import slip
+from ._tools import define, slip
+from .ch04 import _letters, _used
+from .ch08 import _defined_in
 from ..._derivation import Derivation, explain, q
 from ..._inference import max_batch_size, max_batch_within_latency, tokens_per_s_per_chip
 from ..._models import model as _model
@@ -26,14 +28,19 @@ from ..._transformer import params, train_flops, training_state_bytes
 class _PerBrief(Mapping):
     """Mistakes whose ratios follow the current brief: ``{ratio: text}`` computed when read.
 
-    A slip that makes no difference in this brief (its ratio within 1% of 1) is left out.
+    A slip that makes no difference in this brief (its ratio within twice the tolerance of 1), or that
+    this brief cannot tell from an earlier one, is left out.
     """
 
-    def __init__(self, make):
-        self._make = make
+    def __init__(self, make, rtol):
+        self._make, self._apart = make, 2 * max(rtol, 0.005) * 1.01
 
     def _now(self) -> dict:
-        return {ratio: text for ratio, text in self._make().items() if abs(ratio - 1) > 0.011}
+        kept: dict = {}
+        for ratio, text in self._make().items():
+            if abs(ratio - 1) > self._apart and all(abs(ratio / k - 1) > self._apart for k in kept):
+                kept[ratio] = text
+        return kept
 
     def __getitem__(self, key):
         return self._now()[key]
@@ -43,6 +50,18 @@ class _PerBrief(Mapping):
 
     def __len__(self):
         return len(self._now())
+
+
+#: What the symbols of this chapter's derivations stand for, where a step leaves one undefined.
+MEANINGS = {"B": "sequences in the batch", "S": "tokens cached per sequence", "kv": "KV bytes per token",
+            "P": "the model's parameters", "w": "bytes per weight", "W": "a chip's HBM bandwidth",
+            "C": "the chip's bf16 peak", "P_active": "parameters a token uses", "D": "training tokens"}
+
+
+def _all(d: Derivation) -> Derivation:
+    """`d` with the model's letters and every other symbol of :data:`MEANINGS` it uses defined."""
+    d = _letters(d)
+    return define(d, {k: v for k, v in MEANINGS.items() if _used(d, k) and not _defined_in(d, k)})
 
 
 def _flops(b=None, *, causal=True, attention=True) -> Derivation:
@@ -68,9 +87,9 @@ def _where(b, name) -> str:
 register(Exercise(
     id="11.1",
     title="FLOPs to train your brief's model",
-    reference=lambda: _flops(),
+    reference=lambda: _all(_flops()),
     unit="FLOP",
-    rtol=0.03,
+    rtol=0.02,
     mistakes=_PerBrief(lambda: {
         slip(_flops(attention=False), _flops()): "6·P·D counts the parameters' matmuls only; at this sequence "
                                                   "length attention adds FLOPs of its own (chapter 4)",
@@ -78,7 +97,7 @@ register(Exercise(
                                                "it: about half the attention FLOPs of full attention",
         slip(_flops().value / 3, _flops()): "that is one forward pass; training adds the backward pass, twice as "
                                             "much again",
-    }),
+    }, 0.02),
     per_learner=True,
 ))
 
@@ -113,12 +132,12 @@ def _chips(b=None, *, mfu=None) -> Derivation:
 register(Exercise(
     id="11.3",
     title="Chips to finish by the deadline",
-    reference=lambda: _chips(),
+    reference=lambda: _all(_chips()),
     unit="chips",
     rtol=0.005,
     mistakes=_PerBrief(lambda: {
         slip(_chips(mfu=1.0), _chips()): "the chips run at the brief's MFU, not at their peak",
-    }),
+    }, 0.005),
     per_learner=True,
 ))
 
@@ -146,14 +165,14 @@ def _billed_for_deadline(b=None) -> float:
 register(Exercise(
     id="11.4",
     title="What the training run costs",
-    reference=lambda: _cost(),
+    reference=lambda: _all(_cost()),
     unit="USD",
     rtol=0.02,
     mistakes=_PerBrief(lambda: {
         slip(_cost(mfu=1.0), _cost()): "at the brief's MFU the run takes longer (and costs more) than at peak",
         slip(_billed_for_deadline(), _cost()): "that pays for the chips until the deadline; the run needs only "
                                                "its chip-hours, F / (C·MFU)",
-    }),
+    }, 0.02),
     per_learner=True,
 ))
 
@@ -175,13 +194,13 @@ def _affordable(b=None, *, attention=True) -> Derivation:
 register(Exercise(
     id="11.5",
     title="Tokens the budget buys",
-    reference=lambda: _affordable(),
+    reference=lambda: _all(_affordable()),
     unit="tokens",
-    rtol=0.03,
+    rtol=0.02,
     mistakes=_PerBrief(lambda: {
         slip(_affordable(attention=False), _affordable()): "a token's training FLOPs include its attention, not "
                                                            "only 6·P",
-    }),
+    }, 0.02),
     per_learner=True,
 ))
 
@@ -202,7 +221,7 @@ def _state_chips(b=None, *, grad_dtype="bf16", optimizer_dtype="f32", param_dtyp
 register(Exercise(
     id="11.6",
     title="Chips just to hold the training state",
-    reference=lambda: _state_chips(),
+    reference=lambda: _all(_state_chips()),
     unit="chips",
     rtol=0.005,
     mistakes=_PerBrief(lambda: {
@@ -210,7 +229,7 @@ register(Exercise(
                                                              "parameters)",
         slip(_state_chips(grad_dtype="f32", param_dtype="f32"), _state_chips()): "parameters and gradients are "
                                                                                   "bf16 here: 2 bytes each",
-    }),
+    }, 0.005),
     per_learner=True,
 ))
 
@@ -234,13 +253,13 @@ def _memory_batch(b=None) -> Derivation:
 register(Exercise(
     id="11.7",
     title="The largest batch that meets the latency target",
-    reference=lambda: _batch(),
+    reference=lambda: _all(_batch()),
     unit="sequences",
     rtol=0.02,
     mistakes=_PerBrief(lambda: {
         slip(_memory_batch(), _batch()): "that batch fits in memory, but a step over it takes longer than the "
                                          "latency target",
-    }),
+    }, 0.02),
     per_learner=True,
 ))
 
@@ -252,20 +271,22 @@ def _throughput(b=None) -> Derivation:
 
 def _usd_per_million(b=None) -> Derivation:
     b = b or sample()
-    return explain(cost_per_million_tokens, _throughput(b).value, b.serve_chip)
+    rate = _throughput(b)
+    d = explain(cost_per_million_tokens, rate.value, b.serve_chip)
+    return Derivation(d.symbol, d.formula, d.numbers, d.value, d.unit, (rate, *d.steps), where=d.where)
 
 
 register(Exercise(
     id="11.8",
     title="Cost of a million generated tokens",
-    reference=lambda: _usd_per_million(),
+    reference=lambda: _all(_usd_per_million()),
     unit="USD",
     rtol=0.03,
     mistakes=_PerBrief(lambda: {
         slip(explain(cost_per_million_tokens, _throughput().value * sample().serve_chips, sample().serve_chip),
              _usd_per_million()): "the slice's tokens per second are shared by all its chips, each billed by the "
                                   "hour",
-    }),
+    }, 0.03),
     per_learner=True,
 ))
 
@@ -283,7 +304,7 @@ def _fleet(b=None) -> Derivation:
 register(Exercise(
     id="11.9",
     title="Chips to serve the daily load",
-    reference=lambda: _fleet(),
+    reference=lambda: _all(_fleet()),
     unit="chips",
     rtol=0.02,
     per_learner=True,

@@ -1,0 +1,218 @@
+"""Chapter 11's capstone: a brief per learner, every brief well posed, answers checked and graded per brief."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import scalelib as sl
+from scalelib.course import capstone
+from scalelib.course.answer_key import ch11
+from scalelib.course.check import get_exercise
+from scalelib.course.grade import grade
+
+import grading_notebooks as nbs
+
+IDS = sl.exercises(11)
+
+
+@pytest.fixture(autouse=True)
+def _no_brief():
+    """Each test starts with no brief made (the checker's state is the process's)."""
+    with capstone.using(None):
+        yield
+
+
+def test_a_name_always_draws_the_same_brief_whatever_its_case_and_spacing():
+    assert sl.capstone_brief("Ada Lovelace") == sl.capstone_brief("  ada   LOVELACE ")
+    assert sl.capstone_brief("Ada Lovelace").learner == "Ada Lovelace"
+    assert capstone.variant_of("ada-lovelace") == capstone.variant_of("Ada Lovelace")
+
+
+def test_two_learners_most_likely_get_different_capstones():
+    names = [f"student{i:03d}" for i in range(200)]
+    briefs = [capstone.brief_for(n) for n in names]
+    assert len({b.variant for b in briefs}) >= 195
+    # The parts the exercises ask about differ too: model, cloud, chip, serving set-up.
+    assert len({(b.model, b.train_tokens, b.deadline_days, b.cloud) for b in briefs}) >= 60
+    assert len({(b.serve_chip, b.weight_dtype, b.context, b.latency_s) for b in briefs}) == 16
+    assert {ch11._chosen(b) for b in briefs} == {"tpu-v5e", "tpu-v5p", "h100", "b200"}
+
+
+@pytest.mark.parametrize("bad, why", [("", "your name"), ("  ..  ", "your name"), (42, "your name")])
+def test_a_bad_name_says_what_is_wanted(bad, why):
+    with pytest.raises(sl.InvalidValueError, match=why):
+        sl.capstone_brief(bad)
+
+
+def test_a_brief_is_asked_for_by_name_or_by_number_not_both():
+    with pytest.raises(sl.InvalidValueError, match="one of the two"):
+        sl.capstone_brief()
+    with pytest.raises(sl.InvalidValueError, match="one of the two"):
+        sl.capstone_brief("ada", variant=3)
+    with pytest.raises(sl.InvalidValueError, match=f"0 to {capstone.VARIANTS - 1}"):
+        sl.capstone_brief(variant=capstone.VARIANTS)
+    assert sl.capstone_brief(variant=5).variant == 5
+
+
+def _training_draws():
+    """One variant per combination of the training choices (they are the five lowest digits of a variant)."""
+    return range(math.prod(len(c) for c in capstone._CHOICES[:5]))
+
+
+def test_every_training_draw_has_a_chip_that_meets_its_deadline_and_a_budget_near_its_cost():
+    for v in _training_draws():
+        b = capstone._make("x", v)
+        flops = capstone.training_flops(b.model, b.train_tokens, b.seq_len)
+        best = ch11._chosen(b)
+        n = capstone.chips_for_deadline(flops, best, b.deadline_days, b.mfu)
+        assert n <= b.chips_available[best]
+        days = flops / (n * sl.chip(best).peak_flops_per_s() * b.mfu) / 86400
+        assert days <= b.deadline_days and (n == 1 or flops / ((n - 1) * sl.chip(best).peak_flops_per_s()
+                                                                * b.mfu) / 86400 > b.deadline_days)
+        cost = capstone.training_cost_usd(flops, best, b.mfu)
+        for other, count in b.available:  # no cheaper chip could have met the deadline
+            if capstone.training_cost_usd(flops, other, b.mfu) < cost:
+                assert capstone.chips_for_deadline(flops, other, b.deadline_days, b.mfu) > count
+        assert b.budget_usd / cost == pytest.approx(capstone.BUDGET_FACTORS[(v // 216) % 2], rel=0.05)
+
+
+def test_an_infeasible_draw_is_given_a_later_deadline_or_fewer_tokens():
+    # LLaMA 3-70B on 200 tokens per parameter in 21 days: no cloud lends enough chips.
+    index = {c: i for i, c in enumerate(capstone.CLOUDS)}
+    v = 3 + 4 * (2 + 3 * (0 + 2 * (0 + 3 * index[capstone.CLOUDS[0]])))
+    b = capstone._make("x", v)
+    assert b.model == "llama-3-70b"
+    assert (b.deadline_days, b.train_tokens) != (21, capstone._significant(200 * sl.params("llama-3-70b")))
+
+
+SERVING = list(itertools.product(capstone.MODELS, capstone.SERVE_CHIPS, capstone.WEIGHT_DTYPES,
+                                 capstone.CONTEXTS, capstone.LATENCIES_S))
+
+
+@pytest.mark.parametrize("model, chip, dtype, context, latency", SERVING)
+def test_every_serving_draw_meets_its_target_with_the_largest_batch_that_does(model, chip, dtype, context, latency):
+    n = int(sl.min_chips(model, chip, weight_dtype=dtype, kv_dtype="bf16", batch=64, context=context))
+    kw = dict(num_chips=n, context=context, weight_dtype=dtype, kv_dtype="bf16")
+    B = sl.max_batch_within_latency(model, chip, latency_s=latency, **kw)
+    assert B >= 1
+    assert sl.generate_step_time_s(model, chip, batch=B, **kw) <= latency
+    fits = sl.max_batch_size(model, chip, **kw)
+    assert B <= fits
+    if B < fits:  # the target binds: one more sequence would miss it (brute force, not the closed form)
+        assert sl.generate_step_time_s(model, chip, batch=B + 1, **kw) > latency
+
+
+def test_max_batch_within_latency_explains_itself_and_refuses_an_impossible_target():
+    d = sl.explain(sl.max_batch_within_latency, "llama-3-70b", "h100", num_chips=8, latency_s=0.02, context=4096)
+    assert d.unit == "sequences" and "floor(L / (a + b))" in d.formula
+    with pytest.raises(sl.InvalidValueError, match="even a batch of 1 takes"):
+        sl.max_batch_within_latency("llama-3-70b", "h100", num_chips=2, latency_s=0.001, context=4096,
+                                    weight_dtype="int8")
+    with pytest.raises(sl.InvalidValueError, match="latency_s"):
+        sl.max_batch_within_latency("llama-3-70b", "h100", num_chips=8, latency_s=-1, context=4096)
+
+
+def test_the_book_s_decode_floor_bounds_the_batch():
+    # How to Scale Your Model, ch. 7: LLaMA 3-70B in int8 on a v5e 4x4 takes at least P·w/(N·W) = 70.6 GB /
+    # (16 · 819 GB/s) ≈ 5.4 ms a step: a 5 ms target admits no batch at all, a 10 ms one does.
+    v5e = sl.tpu_slice((4, 4), "tpu-v5e")
+    with pytest.raises(sl.InvalidValueError, match="even a batch of 1"):
+        sl.max_batch_within_latency("llama-3-70b", v5e, latency_s=0.005, context=2048, weight_dtype="int8")
+    assert sl.max_batch_within_latency("llama-3-70b", v5e, latency_s=0.010, context=2048, weight_dtype="int8") >= 1
+
+
+# ---------------------------------------------------------------------------
+# checking against the learner's own brief
+
+
+def test_the_checks_wait_for_the_learner_s_brief():
+    for eid in IDS:
+        v = sl.verdict(eid, 1.0)
+        assert v.status == "not attempted" and "capstone_brief" in v.message
+
+
+def _right(eid):
+    value = get_exercise(eid).reference()
+    return value if isinstance(value, str) else float(getattr(value, "value", value))
+
+
+def test_each_learner_is_checked_against_their_own_brief():
+    ada = sl.capstone_brief("Ada Lovelace")
+    answers = {eid: _right(eid) for eid in IDS}
+    assert all(sl.verdict(eid, answers[eid]).status == "correct" for eid in IDS)
+    grace = sl.capstone_brief("Grace Hopper")
+    assert grace.variant != ada.variant
+    wrong_now = [eid for eid in IDS if sl.verdict(eid, answers[eid]).status != "correct"]
+    assert len(wrong_now) >= 5, wrong_now  # Ada's numbers do not answer Grace's brief
+
+
+def test_a_slip_is_named_in_the_brief_s_own_terms():
+    sl.capstone_brief("Ada Lovelace")
+    six_pd = 6 * sl.params(capstone.current().model) * capstone.current().train_tokens
+    v = sl.verdict("11.1", six_pd)
+    assert v.status == "incorrect" and "attention" in v.message
+    at_peak = ch11._cost(mfu=1.0).value
+    v = sl.verdict("11.4", at_peak)
+    assert v.status == "incorrect" and "MFU" in v.message
+
+
+def test_the_plan_summary_is_the_references():
+    sl.capstone_brief("Ada Lovelace")
+    s = ch11.plan_summary()
+    assert s["chip"] == _right("11.2") and s["fleet_chips"] == _right("11.9")
+    assert s["cost_usd"] == pytest.approx(_right("11.4"))
+
+
+# ---------------------------------------------------------------------------
+# grading: the brief of the name the notebook used, a foreign name flagged
+
+
+def _capstone_notebook(path, name, answers, learner=None):
+    cells = ["import scalelib as sl", f"brief = sl.capstone_brief({name!r})"]
+    cells += [f"sl.check({eid!r}, {value!r})" for eid, value in answers.items()]
+    return nbs.write(path, *cells, chapter=11, learner=learner)
+
+
+def test_the_grader_judges_each_capstone_against_its_learner_s_brief_and_flags_a_borrowed_name(tmp_path):
+    for d in ("ada", "bob", "carol", "dan"):
+        (tmp_path / d).mkdir()
+    with capstone.using(capstone.brief_for("Ada Lovelace")):
+        ada_answers = {eid: _right(eid) for eid in IDS}
+    _capstone_notebook(tmp_path / "ada" / "ch11_capstone.ipynb", "Ada Lovelace", ada_answers, learner="Ada Lovelace")
+    # Bob copies Ada's answers but makes his own brief: wrong for his brief.
+    _capstone_notebook(tmp_path / "bob" / "ch11_capstone.ipynb", "Bob", ada_answers, learner="Bob")
+    # Carol copies Ada's notebook whole, name included: right for Ada's brief, and flagged.
+    _capstone_notebook(tmp_path / "carol" / "ch11_capstone.ipynb", "Ada Lovelace", ada_answers, learner="Carol")
+    # Dan never makes a brief.
+    nbs.write(tmp_path / "dan" / "ch11_capstone.ipynb", "import scalelib as sl", "sl.check('11.1', 1e22)",
+              chapter=11, learner="Dan")
+    book = grade([tmp_path], seed=1)
+    ada, bob, carol, dan = (nbs.row(book, n) for n in ("Ada Lovelace", "Bob", "Carol", "Dan"))
+    assert set(nbs.statuses(ada).values()) == {"correct"} and not any("capstone" in f for f in ada.flags)
+    assert sum(s != "correct" for s in nbs.statuses(bob).values()) >= 5
+    assert set(nbs.statuses(carol).values()) == {"correct"}
+    assert any("brief of 'Ada Lovelace'" in f and "'Carol'" in f for f in carol.flags), carol.flags
+    assert nbs.statuses(dan)["11.1"] == "incorrect"
+    assert "no capstone brief" in [e for e in dan.exercises if e.exercise == "11.1"][0].message
+
+
+def test_a_name_matches_its_submission_by_learner_file_or_folder():
+    assert capstone.same_learner("Ada Lovelace", "ada.lovelace")
+    assert capstone.same_learner("ada", "ch11_capstone", ("submissions", "ada"))
+    assert not capstone.same_learner("Ada Lovelace", "Carol", ("carol",))
+    assert not capstone.same_learner("...", "anything")
+
+
+def test_every_brief_s_references_compute_on_a_sample_of_variants():
+    rng = np.random.default_rng(0)
+    for v in rng.integers(0, capstone.VARIANTS, 40):
+        with capstone.using(capstone._make("x", int(v))):
+            for eid in IDS:
+                ref = get_exercise(eid).reference()
+                if not isinstance(ref, str):
+                    assert np.isfinite(float(getattr(ref, "value", ref))) and float(getattr(ref, "value", ref)) > 0
+                list(get_exercise(eid).mistakes.items())
