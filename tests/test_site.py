@@ -1,11 +1,33 @@
 """Browser tests of the built course website (_build/html).
 
-Every page listed in book/_toc.yml is opened in headless Debian Chromium
+Every page listed in book/_toc.yml is opened once in headless Debian Chromium
 (through selenium and /usr/bin/chromedriver), served by a Python http.server
-on 127.0.0.1, and checked for what a reader would notice: a title, real text,
-math typeset by KaTeX, tables rendered (no raw Markdown rows), no test markers,
-nothing cut off at a phone's width, no script errors, nothing fetched from the
-internet, and (notebook pages) a working "open in Colab" link.
+on 127.0.0.1, and checked for what a reader would notice:
+
+- a title: an <h1>, a <title> that begins with it; a chapter's page titled as
+  its part of the toc, its exercise and solution pages saying what they are;
+- real text, math typeset by KaTeX, tables rendered (no raw Markdown rows), no
+  test markers, nothing cut off at a phone's width;
+- images: each one loaded, with an alt text or shown as a figure or a cell's
+  output; every chapter page shows at least one;
+- links: every link into the site leads to a file of the build, and its
+  #fragment to an element of the target page (read with html.parser); links
+  that leave the site are listed in _build/screenshots/external-links.txt,
+  never fetched;
+- the table of contents: every chapter, exercise set and solution set on disk
+  is in the toc, a chapter's three pages in one part, and the root page's
+  sidebar lists every toc page in order;
+- downloads: the theme's download menu offers the page's source (.ipynb or
+  .md), served as a valid notebook or text whose title is the page's; notebook
+  pages have a working "open in Colab" link;
+- search (search.html?q=..., run in the browser from searchindex.js): each
+  chapter's title finds the chapter, a nonsense word finds nothing;
+- no script errors, nothing fetched from the internet.
+
+The root page and each chapter page are photographed at 1280 px (the window's
+top; in CI, or with SITE_FULL_SCREENSHOTS=1, also the page down to 8000 px)
+into _build/screenshots/, which CI keeps as the `screenshots` artefact. Fault
+pages at the end show each check catching the fault it is meant to catch.
 
 Build the site first (`make site`). Without a build these tests are skipped,
 unless the environment variable CI is set, in which case they fail.
@@ -13,7 +35,9 @@ unless the environment variable CI is set, in which case they fail.
 
 from __future__ import annotations
 
+import base64
 import functools
+import html.parser
 import http.server
 import json
 import os
@@ -24,7 +48,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlencode, urlparse
+from urllib.request import urlopen
 
 import pytest
 import yaml
@@ -42,6 +67,14 @@ LOCAL_SCHEMES = {"data", "blob", "about", "javascript"}
 # Documents of the browser's own user interface, not of the site.
 BROWSER_UI_SCHEMES = {"chrome", "chrome-untrusted", "chrome-extension", "devtools"}
 IN_CI = bool(os.environ.get("CI"))
+#: The browser window (CSS pixels): a desktop screen. Screenshots are taken at this width.
+WINDOW = (1280, 900)
+#: Where the screenshots go (uploaded by CI as the `screenshots` artefact), and the
+#: most of a page's height the full-page screenshot keeps.
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+FULL_PAGE_MAX_HEIGHT = 8000
+#: Full-page screenshots cost 1-2 s a chapter: taken in CI, or when SITE_FULL_SCREENSHOTS=1.
+FULL_SCREENSHOTS = IN_CI or os.environ.get("SITE_FULL_SCREENSHOTS", "") not in ("", "0")
 
 # ---------------------------------------------------------------------------
 # Pages, from the table of contents
@@ -64,6 +97,14 @@ def _toc_docnames(toc_path: Path = TOC) -> list[str]:
     return names
 
 
+def _toc_parts(toc_path: Path = TOC) -> list[tuple[str, list[str]]]:
+    """(caption, docnames) of each part of the toc, in order."""
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf8"))
+    return [(part.get("caption", ""),
+             [re.sub(r"\.(ipynb|md|rst)$", "", entry["file"]) for entry in part.get("chapters") or [] if "file" in entry])
+            for part in toc.get("parts") or []]
+
+
 def _is_notebook(docname: str) -> bool:
     return (ROOT / f"{docname}.ipynb").is_file() or (
         SITE / "_sources" / f"{docname}.ipynb"
@@ -80,6 +121,13 @@ def _repository() -> tuple[str, str, str]:
 PAGES = _toc_docnames()
 ROOT_PAGE = PAGES[0]
 NOTEBOOK_PAGES = [page for page in PAGES if _is_notebook(page)]
+#: The chapters' own pages (book/chNN_name), whichever chapters the toc lists.
+CHAPTER_PAGES = [page for page in PAGES if re.fullmatch(r"book/ch\d+_\w+", page)]
+SCREENSHOT_PAGES = [ROOT_PAGE, *CHAPTER_PAGES]
+#: The part (its caption) each page is listed under in the toc.
+CAPTION = {docname: caption for caption, docnames in _toc_parts() for docname in docnames}
+#: A chapter's page, exercises and solutions: book|exercises|solutions/chNN_name.
+CHAPTER_SET_PAGES = [page for page in PAGES if re.fullmatch(r"(book|exercises|solutions)/ch\d+_\w+", page)]
 
 # ---------------------------------------------------------------------------
 # Serving and browsing
@@ -121,6 +169,73 @@ def _is_local(url: str) -> bool:
     return parsed.scheme in LOCAL_SCHEMES or parsed.hostname in LOCAL_HOSTS
 
 
+def docname_of(url: str, base: str) -> str:
+    """The docname of a page of the site served at `base` (no fragment, query or .html)."""
+    return urlparse(url).path.removeprefix(urlparse(base).path).removesuffix(".html")
+
+
+class _Anchors(html.parser.HTMLParser):
+    """The names a URL fragment can point at in an HTML file: ids, and <a name=...>."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for key, value in attrs:
+            if value and (key == "id" or (key == "name" and tag == "a")):
+                self.names.add(value)
+
+
+@functools.lru_cache(maxsize=None)
+def _anchors(path: Path, mtime_ns: int) -> frozenset[str]:
+    parser = _Anchors()
+    parser.feed(path.read_text(encoding="utf8", errors="replace"))
+    parser.close()
+    return frozenset(parser.names)
+
+
+def _link_faults(links: list[str], base: str, directory: Path) -> list[str]:
+    """The links into the site served from `directory` at `base` that lead nowhere: no such
+    file, or no element with the #fragment's id in the target page. Links elsewhere are ignored."""
+    site = urlparse(base).netloc
+    faults = []
+    for link in dict.fromkeys(links):
+        parsed = urlparse(link)
+        if parsed.scheme not in ("http", "https") or parsed.netloc != site:
+            continue
+        path = unquote(parsed.path).lstrip("/")
+        if not path or path.endswith("/"):
+            path += "index.html"
+        target = directory / path
+        if not target.is_file():
+            faults.append(f"{link}: the site has no file {path}")
+        elif parsed.fragment and target.suffix == ".html":
+            fragment = unquote(parsed.fragment)
+            if fragment not in _anchors(target, target.stat().st_mtime_ns):
+                faults.append(f"{link}: {path} has no element with id {fragment!r}")
+    return faults
+
+
+def _external_links(links: list[str], base: str) -> list[str]:
+    """Web links that leave the site (listed by the tests, never fetched)."""
+    site = urlparse(base).netloc
+    return [link for link in dict.fromkeys(links)
+            if urlparse(link).scheme in ("http", "https") and urlparse(link).netloc != site]
+
+
+def _image_faults(images: list[dict]) -> list[str]:
+    """Images (from the page probe) that did not load, or that say nothing to a reader who
+    cannot see them: no alt text, and not a figure or a cell's output either."""
+    faults = []
+    for image in images:
+        if not image["complete"] or not image["width"]:
+            faults.append(f"{image['src']}: not loaded (missing or broken file)")
+        if not image["alt"] and not image["in_output"]:
+            faults.append(f"{image['src']}: no alt text, and not in a figure or a cell's output")
+    return faults
+
+
 # Collected in the page once it has loaded: what the per-page tests look at.
 _DOM_PROBE = """
 const article = document.querySelector('article.bd-article') || document.querySelector('main');
@@ -156,6 +271,21 @@ return {
       .filter(l => /^\\|.*\\|$/.test(l) || /\\|\\s*(-{3,}|—)\\s*\\|/.test(l)).slice(0, 5);
   })(),
   output_tables: article.querySelectorAll('.cell_output table').length,
+  // Every image of the article: loaded (complete, with a width), and described by an alt
+  // text or shown as a figure or a cell's output (a plot).
+  images: Array.from(article.querySelectorAll('img')).map(img => ({
+    src: img.getAttribute('src'),
+    complete: img.complete,
+    width: img.naturalWidth,
+    alt: (img.getAttribute('alt') || '').trim(),
+    in_output: !!img.closest('figure, .cell_output, .output'),
+  })),
+  // The left navigation (the book's table of contents) and the theme's download menu.
+  nav_captions: Array.from(document.querySelectorAll('nav.bd-docs-nav .caption-text'))
+                     .map(e => e.textContent.trim()),
+  nav_links: Array.from(document.querySelectorAll('nav.bd-docs-nav a[href]'))
+                  .map(a => ({href: a.href, text: a.textContent.trim()})),
+  downloads: Array.from(document.querySelectorAll('.dropdown-download-buttons a[href]')).map(a => a.href),
   // Display math and tables that reach past the window's edges with nothing to scroll them:
   // cut off on a narrow screen (a scrolling box of their own, or an ancestor's, is fine).
   cut_off: Array.from(article.querySelectorAll('.katex-display, table')).filter(e => {
@@ -177,6 +307,7 @@ class PageReport:
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     dom: dict = field(default_factory=dict)
+    screenshots: list[Path] = field(default_factory=list)
 
     @property
     def foreign_requests(self) -> list[str]:
@@ -217,6 +348,41 @@ def load_page(driver, url: str, settle: float = 0.3) -> PageReport:
     return report
 
 
+def take_screenshots(driver, name: str, folder: Path = SCREENSHOTS, full: bool = FULL_SCREENSHOTS) -> list[Path]:
+    """Photograph the open page: `name`.png, the window as a reader first sees it, and (if
+    `full`) `name`.full.png, the whole page down to FULL_PAGE_MAX_HEIGHT CSS pixels (Chrome's
+    DevTools protocol draws beyond the window without scrolling it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    top = folder / f"{name}.png"
+    top.write_bytes(driver.get_screenshot_as_png())
+    if not full:
+        return [top]
+    width, height = driver.execute_script(
+        "return [window.innerWidth, document.documentElement.scrollHeight];")
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True,
+        "clip": {"x": 0, "y": 0, "width": width, "height": min(height, FULL_PAGE_MAX_HEIGHT), "scale": 1},
+    })
+    full = folder / f"{name}.full.png"
+    full.write_bytes(base64.b64decode(shot["data"]))
+    return [top, full]
+
+
+def _blank(png: Path) -> str | None:
+    """Why the screenshot looks blank (one colour nearly everywhere), or None if it shows a page."""
+    from PIL import Image  # Pillow comes with matplotlib
+
+    with Image.open(png) as image:
+        pixels = image.width * image.height
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
+    if colours is None:  # more than 65536 colours: a picture, not a blank
+        return None
+    most = max(count for count, _ in colours)
+    if len(colours) < 16 or most > 0.98 * pixels:
+        return f"{len(colours)} colour(s), the commonest on {most / pixels:.1%} of the pixels"
+    return None
+
+
 def _chrome(user_data_dir: str):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -233,7 +399,7 @@ def _chrome(user_data_dir: str):
         "--disable-sync",
         "--no-first-run",
         f"--user-data-dir={user_data_dir}",
-        "--window-size=1280,900",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
         # No host but this machine can even be looked up: a stray CDN request is
         # still logged (and fails the tests) but never leaves the machine.
         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
@@ -289,14 +455,32 @@ def reports(browser, site) -> dict[str, PageReport]:
     return {}
 
 
-@pytest.fixture
-def page(request, browser, site, reports) -> PageReport:
-    docname = request.param
+def _report(browser, site, reports, docname: str) -> PageReport:
+    """The page's report, loading it (at the desktop width) the first time it is asked for.
+
+    Chapter pages and the root page are photographed while they are open (SCREENSHOT_PAGES).
+    """
     if docname not in reports:
         if not (SITE / f"{docname}.html").is_file():
             pytest.fail(f"{docname}: listed in the toc but {docname}.html was not built")
-        reports[docname] = load_page(browser, site.base + f"{docname}.html")
+        size = browser.get_window_size()
+        resized = size["width"] != WINDOW[0]
+        if resized:  # e.g. while the phone-width tests hold the window narrow
+            browser.set_window_size(*WINDOW)
+        try:
+            report = load_page(browser, site.base + f"{docname}.html")
+            if docname in SCREENSHOT_PAGES:
+                report.screenshots = take_screenshots(browser, Path(docname).name)
+        finally:
+            if resized:
+                browser.set_window_size(size["width"], size["height"])
+        reports[docname] = report
     return reports[docname]
+
+
+@pytest.fixture
+def page(request, browser, site, reports) -> PageReport:
+    return _report(browser, site, reports, request.param)
 
 
 def _params(pages: list[str]):
@@ -344,8 +528,7 @@ def test_math_rendered_by_katex(page: PageReport) -> None:
 
 
 def test_root_page_shows_inline_and_display_math(browser, site, reports) -> None:
-    page = reports.get(ROOT_PAGE) or load_page(browser, site.base + f"{ROOT_PAGE}.html")
-    reports[ROOT_PAGE] = page
+    page = _report(browser, site, reports, ROOT_PAGE)
     assert page.dom.get("math_inline", 0) >= 1, f"{page.url}: no inline math ($...$)"
     assert page.dom.get("math_display", 0) >= 1, f"{page.url}: no display math ($$...$$)"
 
@@ -381,7 +564,7 @@ def test_notebook_has_colab_link(page: PageReport) -> None:
 
 #: Chapter pages whose code cells print tables, and how many at least (rendered as HTML tables).
 OUTPUT_TABLES = {"book/ch01_rooflines": 1, "book/ch02_tpus": 2, "book/ch03_sharding": 17, "book/ch04_transformers": 7,
-                 "book/ch05_training": 7, "book/ch06_llama_training": 5, "book/ch07_inference": 6, "book/ch08_serving": 7, "book/ch09_profiling": 5, "book/ch10_jax": 1, "book/ch12_gpus": 4}
+                 "book/ch05_training": 7, "book/ch06_llama_training": 5, "book/ch07_inference": 6, "book/ch08_serving": 7, "book/ch09_profiling": 5, "book/ch10_jax": 1, "book/ch11_capstone": 5, "book/ch12_gpus": 4}
 
 
 @_params(PAGES)
@@ -406,6 +589,187 @@ def test_no_test_markers_on_the_page(page: PageReport) -> None:
         assert marker not in text, f"{page.url}: a reader sees the test marker {marker!r}"
 
 
+# ---------------------------------------------------------------------------
+# Images, links, table of contents, downloads, search, titles, screenshots
+
+
+@_params(PAGES)
+def test_images_load_and_are_described(page: PageReport) -> None:
+    faults = _image_faults(page.dom.get("images", []))
+    assert not faults, f"{page.url}: {len(faults)} faulty image(s):\n  " + "\n  ".join(faults)
+
+
+@_params(CHAPTER_PAGES)
+def test_chapter_shows_a_figure(page: PageReport) -> None:
+    shown = [image["src"] for image in page.dom.get("images", []) if image["width"]]
+    assert shown, f"{page.url}: the chapter shows no image (its figures are missing)"
+
+
+@_params(PAGES)
+def test_internal_links_resolve(page: PageReport, site: Server) -> None:
+    faults = _link_faults(page.dom.get("links", []), site.base, SITE)
+    assert not faults, f"{page.url}: {len(faults)} broken link(s):\n  " + "\n  ".join(faults)
+
+
+def test_external_links_are_listed(browser, site, reports) -> None:
+    """Links that leave the site are not fetched (the browser cannot reach the internet):
+    they are written to _build/screenshots/external-links.txt, each with the pages that
+    carry it, and must use https."""
+    pages_of: dict[str, list[str]] = {}
+    for docname in PAGES:
+        report = _report(browser, site, reports, docname)
+        for link in _external_links(report.dom.get("links", []), site.base):
+            pages_of.setdefault(link, []).append(docname)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    listing = "".join(f"{link}\t{' '.join(pages)}\n" for link, pages in sorted(pages_of.items()))
+    (SCREENSHOTS / "external-links.txt").write_text(listing, encoding="utf8")
+    print(f"{len(pages_of)} external link(s), not fetched:\n{listing}")
+    assert pages_of, "no external link at all: the repository and Colab links should be there"
+    insecure = [link for link in pages_of if not link.startswith("https://")]
+    assert not insecure, f"external links without https: {insecure}"
+
+
+NOTEBOOK_FOLDERS = ("book", "exercises", "solutions")
+
+
+def test_every_notebook_is_in_the_toc() -> None:
+    """Every chapter, exercise set and solution set on disk has its page in book/_toc.yml."""
+    notebooks = [f"{folder}/{path.stem}" for folder in NOTEBOOK_FOLDERS
+                 for path in sorted((ROOT / folder).glob("ch*.ipynb"))]
+    assert notebooks, "no chapter notebook found"
+    missing = [docname for docname in notebooks if docname not in PAGES]
+    assert not missing, f"notebooks missing from {TOC.relative_to(ROOT)}: {missing}"
+
+
+@pytest.mark.parametrize("chapter", sorted(path.stem for path in (ROOT / "book").glob("ch*.ipynb")))
+def test_chapter_part_lists_chapter_exercises_solutions(chapter: str) -> None:
+    """A chapter's part of the toc holds its page, its exercises and its solutions, in that order."""
+    expected = [f"{folder}/{chapter}" for folder in NOTEBOOK_FOLDERS]
+    for docname in expected:
+        assert (ROOT / f"{docname}.ipynb").is_file(), f"{docname}.ipynb does not exist"
+    parts = [docnames for _, docnames in _toc_parts() if f"book/{chapter}" in docnames]
+    assert parts, f"book/{chapter} is in no part of {TOC.relative_to(ROOT)}"
+    assert parts[0] == expected, f"the part of book/{chapter} lists {parts[0]}, expected {expected}"
+
+
+def test_sidebar_lists_every_page_in_toc_order(browser, site, reports) -> None:
+    """The left navigation of the root page: every toc page, in order, under the toc's captions."""
+    root = _report(browser, site, reports, ROOT_PAGE)
+    listed = list(dict.fromkeys(docname_of(link["href"], site.base) for link in root.dom.get("nav_links", [])))
+    assert listed == PAGES, (
+        f"the sidebar lists {len(listed)} page(s), the toc {len(PAGES)}; "
+        f"missing: {[p for p in PAGES if p not in listed]}, extra: {[p for p in listed if p not in PAGES]}"
+    )
+    captions = [caption for caption, _ in _toc_parts() if caption]
+    assert root.dom.get("nav_captions") == captions, (
+        f"sidebar captions {root.dom.get('nav_captions')} differ from the toc's {captions}"
+    )
+
+
+def _source_suffix(docname: str) -> str:
+    return next(suffix for suffix in (".ipynb", ".md", ".rst") if (ROOT / f"{docname}{suffix}").is_file())
+
+
+def _first_heading(markdown: str) -> str | None:
+    for line in markdown.splitlines():
+        if line.startswith("# "):
+            return re.sub(r"<!--.*?-->", "", line[2:]).strip()
+    return None
+
+
+@_params(PAGES)
+def test_downloads_are_served(page: PageReport, site: Server) -> None:
+    """The theme's download menu offers the page's source, which the site serves: a valid
+    notebook (or Markdown file) whose title is the page's."""
+    import nbformat
+
+    docname = docname_of(page.url, site.base)
+    downloads = page.dom.get("downloads", [])
+    source = site.base + f"_sources/{docname}{_source_suffix(docname)}"
+    assert source in downloads, f"{page.url}: no download of {source}; downloads offered: {downloads}"
+    for url in downloads:
+        with urlopen(url, timeout=10) as response:
+            assert response.status == 200, f"{url}: HTTP {response.status}"
+            text = response.read().decode("utf8")
+        if url.endswith(".ipynb"):
+            notebook = nbformat.reads(text, as_version=4)
+            nbformat.validate(notebook)
+            markdown = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+        else:
+            markdown = text
+        assert _first_heading(markdown) == page.dom.get("h1"), (
+            f"{url}: its first heading {_first_heading(markdown)!r} is not the page's title {page.dom.get('h1')!r}"
+        )
+
+
+def _search(browser, site, query: str) -> tuple[PageReport, str, list[str]]:
+    """Search the site as a reader does (search.html?q=...): the page's report, the summary
+    line, and the docnames of the results (Sphinx searches searchindex.js in the browser)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    report = load_page(browser, site.base + "search.html?" + urlencode({"q": query}), settle=0)
+    WebDriverWait(browser, 10, poll_frequency=0.1).until(lambda driver: driver.execute_script(
+        "const h = document.querySelector('#search-results h2');"
+        "return !!h && h.textContent === 'Search Results';"))
+    summary, links = browser.execute_script(
+        "return [document.querySelector('#search-results .search-summary').textContent,"
+        " Array.from(document.querySelectorAll('#search-results ul.search li > a')).map(a => a.href)];")
+    return report, summary, list(dict.fromkeys(docname_of(link, site.base) for link in links))
+
+
+@_params(CHAPTER_PAGES)
+def test_search_finds_the_chapter_by_its_title(page: PageReport, browser, site) -> None:
+    topic = re.sub(r"^Chapter \d+:\s*", "", page.dom.get("h1") or "")
+    docname = docname_of(page.url, site.base)
+    report, summary, found = _search(browser, site, topic)
+    assert not report.console_errors, f"search for {topic!r}: console errors {report.console_errors}"
+    assert docname in found, f"searching {topic!r} did not list {docname}: {summary!r}, found {found}"
+
+
+def test_search_for_nonsense_finds_nothing(browser, site) -> None:
+    report, summary, found = _search(browser, site, "qzxwvkjplorth")
+    assert found == [], f"a nonsense word found pages: {found}"
+    assert "did not match any documents" in summary, summary
+
+
+@_params(PAGES)
+def test_title_names_the_page(page: PageReport) -> None:
+    h1, title = page.dom.get("h1") or "", page.dom.get("title") or ""
+    assert h1 and title.startswith(h1), f"{page.url}: <title> {title!r} does not begin with the <h1> {h1!r}"
+
+
+@_params(CHAPTER_SET_PAGES)
+def test_title_matches_the_toc(page: PageReport, site: Server) -> None:
+    """A chapter's page is titled as its part of the toc; its exercise and solution pages say what they are."""
+    docname = docname_of(page.url, site.base)
+    folder, number = docname.split("/")[0], int(re.search(r"/ch(\d+)_", docname).group(1))
+    caption = CAPTION[docname]
+    match = re.fullmatch(r"Chapter (\d+): (.+)", caption)
+    assert match and int(match.group(1)) == number, f"{docname}: listed under the caption {caption!r}"
+    h1, title = page.dom.get("h1") or "", page.dom.get("title") or ""
+    if folder == "book":
+        assert h1 == caption, f"{page.url}: title {h1!r}, but the toc's part is {caption!r}"
+        return
+    assert h1.startswith(f"Chapter {number} exercises") and match.group(2) in h1, (
+        f"{page.url}: title {h1!r} should read 'Chapter {number} exercises: {match.group(2)}...'")
+    assert ("solutions" in title.lower()) == (folder == "solutions"), (
+        f"{page.url}: the title {title!r} of a page in {folder}/ should say whether it has the solutions")
+
+
+@_params(SCREENSHOT_PAGES)
+def test_screenshot_kept(page: PageReport) -> None:
+    """A screenshot of the page (its top, and the whole page) for the CI artefact, not blank."""
+    from PIL import Image
+
+    name = Path(page.url).stem
+    assert [png.name for png in page.screenshots] == [f"{name}.png", f"{name}.full.png"][:1 + FULL_SCREENSHOTS]
+    for png in page.screenshots:
+        assert png.is_file(), f"{png} was not written"
+        with Image.open(png) as image:
+            assert image.format == "PNG" and image.width == WINDOW[0], (png, image.format, image.size)
+        assert _blank(png) is None, f"{png} looks blank: {_blank(png)}"
+
+
 PHONE_WIDTH = 420
 
 
@@ -416,7 +780,7 @@ def phone_reports(browser, site) -> Iterator[dict]:
     try:
         yield {}
     finally:
-        browser.set_window_size(1280, 900)
+        browser.set_window_size(*WINDOW)
 
 
 @pytest.mark.parametrize("docname", PAGES)
@@ -475,7 +839,7 @@ def test_request_check_catches_remote_asset(browser, tmp_path) -> None:
     )
 
 
-def _fault_page(browser, tmp_path, name: str, article: str, width: int = 1280) -> PageReport:
+def _fault_page(browser, tmp_path, name: str, article: str, width: int = WINDOW[0]) -> PageReport:
     (tmp_path / f"{name}.html").write_text(
         f"<!doctype html><html><head><title>{name}</title></head><body>"
         f'<article class="bd-article"><h1>{name}</h1>{article}</article></body></html>', encoding="utf8")
@@ -484,7 +848,7 @@ def _fault_page(browser, tmp_path, name: str, article: str, width: int = 1280) -
     try:
         return load_page(browser, server.base + f"{name}.html")
     finally:
-        browser.set_window_size(1280, 900)
+        browser.set_window_size(*WINDOW)
         server.stop()
 
 
@@ -503,3 +867,54 @@ def test_phone_check_catches_an_equation_cut_off(browser, tmp_path) -> None:
     assert report.dom["cut_off"] and report.dom["cut_off"][0].startswith("x + x")
     scrolls = wide.replace("overflow-x: visible", "overflow-x: auto")
     assert _fault_page(browser, tmp_path, "scrolls", scrolls, width=PHONE_WIDTH).dom["cut_off"] == []
+
+
+def test_image_check_catches_a_broken_image(browser, tmp_path) -> None:
+    from PIL import Image
+
+    Image.new("RGB", (40, 20), "steelblue").save(tmp_path / "plot.png")
+    report = _fault_page(browser, tmp_path, "images",
+                         '<div class="cell_output"><img src="plot.png"></div>'  # a plot: fine without alt
+                         '<img src="plot.png" alt="a blue bar">'                # described: fine
+                         '<img src="missing.png" alt="a figure that is not there">'
+                         '<img src="plot.png">')                                # undescribed, not an output
+    assert _image_faults(report.dom["images"]) == [
+        "missing.png: not loaded (missing or broken file)",
+        "plot.png: no alt text, and not in a figure or a cell's output",
+    ]
+
+
+def test_link_check_catches_a_broken_link_and_a_missing_anchor(browser, tmp_path) -> None:
+    (tmp_path / "target.html").write_text(
+        '<!doctype html><html><body><section id="here"><a name="named">x</a></section></body></html>', encoding="utf8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "index.html").write_text("<!doctype html><html><body>sub</body></html>", encoding="utf8")
+    report = _fault_page(browser, tmp_path, "links",
+                         '<p id="present">text</p>'
+                         '<a href="#present">fine</a><a href="target.html#here">fine</a>'
+                         '<a href="target.html#named">fine</a><a href="sub/">fine</a><a href="#">fine</a>'
+                         '<a href="https://example.invalid/page#x">external: listed, not checked</a>'
+                         '<a href="nowhere.html">broken</a>'
+                         '<a href="#gone">missing anchor</a>'
+                         '<a href="target.html#missing">missing anchor</a>')
+    base = report.url.removesuffix("links.html")
+    faults = _link_faults(report.dom["links"], base, tmp_path)
+    assert [fault.split(": ", 1)[1] for fault in faults] == [
+        "the site has no file nowhere.html",
+        "links.html has no element with id 'gone'",
+        "target.html has no element with id 'missing'",
+    ], faults
+    assert _external_links(report.dom["links"], base) == ["https://example.invalid/page#x"]
+
+
+def test_screenshot_check_catches_a_blank_page(browser, tmp_path) -> None:
+    (tmp_path / "blank.html").write_text("<!doctype html><html><body></body></html>", encoding="utf8")
+    server = serve(tmp_path)
+    try:
+        load_page(browser, server.base + "blank.html", settle=0)
+        shots = take_screenshots(browser, "blank", folder=tmp_path, full=True)
+    finally:
+        server.stop()
+    assert [png.name for png in shots] == ["blank.png", "blank.full.png"]
+    for png in shots:
+        assert _blank(png) is not None, f"{png}: a blank page passed as a page"

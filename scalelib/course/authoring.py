@@ -308,9 +308,15 @@ def generate_exercise_notebook(solution_nb, name: str = "notebook", chapter: int
                 continue
         cells.append(cell)
     nb.cells = cells
+    scalelib_meta = nb.metadata.get("scalelib")
+    scalelib_meta = {k: v for k, v in (scalelib_meta if isinstance(scalelib_meta, dict) else {}).items()
+                     if k != "learner"}  # the solved notebook's learner (chapter 11's sample) is nobody's exercise
     if chapter is not None:
-        scalelib_meta = nb.metadata.get("scalelib")
-        nb.metadata["scalelib"] = {**(scalelib_meta if isinstance(scalelib_meta, dict) else {}), "chapter": chapter}
+        scalelib_meta["chapter"] = chapter
+    if scalelib_meta:
+        nb.metadata["scalelib"] = scalelib_meta
+    else:
+        nb.metadata.pop("scalelib", None)
     return nb
 
 

@@ -260,7 +260,7 @@ def sample() -> CapstoneBrief:
 
 
 #: The learner whose brief the solved chapter shows.
-SAMPLE_LEARNER = "Ada Lovelace"
+SAMPLE_LEARNER = "Grace Hopper"
 
 
 @contextlib.contextmanager
