@@ -216,3 +216,10 @@ def test_every_brief_s_references_compute_on_a_sample_of_variants():
                 if not isinstance(ref, str):
                     assert np.isfinite(float(getattr(ref, "value", ref))) and float(getattr(ref, "value", ref)) > 0
                 list(get_exercise(eid).mistakes.items())
+
+
+def test_the_instructors_page_gives_the_number_of_briefs_there_are():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "book" / "instructors.md").read_text(encoding="utf-8")
+    assert f"among {capstone.VARIANTS:,} combinations" in page
