@@ -222,4 +222,4 @@ def test_the_instructors_page_gives_the_number_of_briefs_there_are():
     from pathlib import Path
 
     page = (Path(__file__).resolve().parents[1] / "book" / "instructors.md").read_text(encoding="utf-8")
-    assert f"among {capstone.VARIANTS:,} combinations" in page
+    assert f"among {capstone.VARIANTS:,} combinations" in " ".join(page.split())
