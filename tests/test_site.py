@@ -20,8 +20,9 @@ on 127.0.0.1, and checked for what a reader would notice:
 - downloads: the theme's download menu offers the page's source (.ipynb or
   .md), served as a valid notebook or text whose title is the page's; notebook
   pages have a working "open in Colab" link;
-- search (search.html?q=..., run in the browser from searchindex.js): each
-  chapter's title finds the chapter, a nonsense word finds nothing;
+- search (search.html?q=..., run in the browser from searchindex.js): the
+  first chapter's subject finds it, a nonsense word finds nothing, and the
+  index holds every page under its title;
 - no script errors, nothing fetched from the internet.
 
 The root page and each chapter page are photographed at 1280 px (the window's
@@ -717,19 +718,35 @@ def _search(browser, site, query: str) -> tuple[PageReport, str, list[str]]:
     return report, summary, list(dict.fromkeys(docname_of(link, site.base) for link in links))
 
 
-@_params(CHAPTER_PAGES)
-def test_search_finds_the_chapter_by_its_title(page: PageReport, browser, site) -> None:
-    topic = re.sub(r"^Chapter \d+:\s*", "", page.dom.get("h1") or "")
-    docname = docname_of(page.url, site.base)
+def test_search_finds_the_first_chapter(browser, site, reports) -> None:
+    """A reader's search for the first chapter's subject (e.g. Rooflines) lists that chapter,
+    and every result links to a page of the site."""
+    chapter = CHAPTER_PAGES[0]
+    topic = re.sub(r"^Chapter \d+:\s*", "", _report(browser, site, reports, chapter).dom.get("h1") or "")
     report, summary, found = _search(browser, site, topic)
     assert not report.console_errors, f"search for {topic!r}: console errors {report.console_errors}"
-    assert docname in found, f"searching {topic!r} did not list {docname}: {summary!r}, found {found}"
+    assert chapter in found, f"searching {topic!r} did not list {chapter}: {summary!r}, found {found}"
+    faults = _link_faults([site.base + f"{docname}.html" for docname in found], site.base, SITE)
+    assert not faults, f"search results that lead nowhere: {faults}"
 
 
 def test_search_for_nonsense_finds_nothing(browser, site) -> None:
     report, summary, found = _search(browser, site, "qzxwvkjplorth")
     assert found == [], f"a nonsense word found pages: {found}"
     assert "did not match any documents" in summary, summary
+
+
+def test_search_index_has_every_page_under_its_title(browser, site, reports) -> None:
+    """searchindex.js (what the browser searches) indexes every toc page, titled by its <h1>."""
+    text = (SITE / "searchindex.js").read_text(encoding="utf8")
+    index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    titles = dict(zip(index["docnames"], index["titles"]))
+    missing = [docname for docname in PAGES if docname not in titles]
+    assert not missing, f"pages the search cannot find: {missing}"
+    for docname in PAGES:
+        h1 = _report(browser, site, reports, docname).dom.get("h1")
+        assert re.sub(r"<[^>]+>", "", titles[docname]).strip() == h1, (
+            f"{docname}: indexed as {titles[docname]!r}, titled {h1!r}")
 
 
 @_params(PAGES)
