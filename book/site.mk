@@ -10,6 +10,10 @@
 #                  (_build/no-solutions/_toc.yml), links to them left as plain text,
 #                  into _build/no-solutions/_build/html (apart from the full site)
 #   make browser   install Debian's chromium and chromedriver (for tests/test_site.py)
+#   make pdf       the PDF edition (scalelib/course/pdf.py): the site built as one page and printed by
+#                  chromium into _build/pdf/how-to-scale-your-model.pdf, then copied into the site,
+#                  where the introduction links to it; `make site` ends with this step. With
+#                  SOLUTIONS=no: from that site's toc, into _build/no-solutions/_build/{pdf,html}
 
 SOLUTIONS ?= yes
 ifeq ($(SOLUTIONS),no)
@@ -27,10 +31,12 @@ $(error SOLUTIONS must be yes or no, got '$(SOLUTIONS)')
 endif
 SITE_BUILD := $(SITE_ENV) $(VENV)/bin/jupyter-book build . --config book/_config.yml --toc $(SITE_TOC) \
 	$(SITE_OUT) -W -n --keep-going
+# The PDF edition of the site built into $(SITE_HTML): reuses its notebook cache, lands beside it.
+SITE_PDF := $(SITE_ENV) $(VENV)/bin/scalelib pdf --toc $(SITE_TOC) --build-dir $(SITE_HTML:/html=)
 # Root installs packages directly; anyone else through sudo.
 SITE_SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: site browser
+.PHONY: site browser pdf
 
 # KaTeX, pinned by book/package-lock.json: renders the site's math at build time.
 book/node_modules/.installed: book/package.json book/package-lock.json
@@ -48,9 +54,16 @@ browser:
 			chromium chromium-driver; \
 	fi
 
-site: $(VENV)/.installed book/node_modules/.installed
+site: $(VENV)/.installed book/node_modules/.installed browser
 ifeq ($(SOLUTIONS),no)
 	$(PY) -c "from scalelib.course.authoring import write_toc_without_solutions as w; w('book/_toc.yml', '$(SITE_TOC)')"
 endif
 	$(SITE_BUILD)
+	$(SITE_PDF)
 	@echo "Site built: file://$(CURDIR)/$(SITE_HTML)/index.html"
+
+pdf: $(VENV)/.installed book/node_modules/.installed browser
+ifeq ($(SOLUTIONS),no)
+	$(PY) -c "from scalelib.course.authoring import write_toc_without_solutions as w; w('book/_toc.yml', '$(SITE_TOC)')"
+endif
+	$(SITE_PDF)

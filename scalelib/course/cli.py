@@ -95,6 +95,19 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page is out of date")
     b.add_argument("--root", metavar="DIR", default=".",
                    help="the repository root, which holds book/ (default: the current folder)")
+
+    p = sub.add_parser("pdf", help="build the PDF edition of the course website (make pdf)",
+                       description="Build the site as one page (Jupyter Book's singlehtml builder, reusing the "
+                       "site's notebook cache), print it with headless Chromium (a title page, contents, page "
+                       "numbers) and add bookmarks: BUILD/pdf/how-to-scale-your-model.pdf, copied into BUILD/html "
+                       "when the site is built there. Run from the repository root.")
+    p.add_argument("--toc", metavar="FILE", default="book/_toc.yml", help="table of contents (default: book/_toc.yml)")
+    p.add_argument("--config", metavar="FILE", default="book/_config.yml",
+                   help="book configuration (default: book/_config.yml)")
+    p.add_argument("--build-dir", metavar="BUILD", default="_build",
+                   help="the site's build folder, holding html/ and .jupyter_cache/ (default: _build)")
+    p.add_argument("--paper", choices=("A4", "Letter"), default="A4", help="paper size (default: A4)")
+    p.add_argument("--no-build", action="store_true", help="print the single page built last time again")
     return parser
 
 
@@ -223,6 +236,15 @@ def _book_map(args) -> int:
     return 0
 
 
+def _pdf(args) -> int:
+    from .pdf import build_pdf
+
+    report = build_pdf(toc=args.toc, config=args.config, build_dir=args.build_dir, paper=args.paper,
+                       build=not args.no_build)
+    print(report.summary())
+    return 0
+
+
 def main(argv=None) -> int:
     """Run the ``scalelib`` command with `argv` (default: the process's arguments); return its exit status."""
     parser = _parser()
@@ -235,7 +257,7 @@ def main(argv=None) -> int:
         return 2
     try:
         commands = {"grade": _grade, "generate": _generate, "sync-setup": _sync_setup, "api-docs": _api_docs,
-                    "book-map": _book_map}
+                    "book-map": _book_map, "pdf": _pdf}
         return commands[args.command](args)
     except ScalelibError as err:
         print(f"scalelib {args.command}: error: {err}", file=sys.stderr)

@@ -295,7 +295,10 @@ for (const part of parts) {
     const start = document.getElementById('document-' + name);
     const first = start && start.nextElementSibling;
     if (!first) { docs[name] = {title: null, sections: []}; continue; }
+    // The marker moves into the page's first element, on the sheet that element starts; left
+    // before it, it would end the previous sheet, and so would its destination in the PDF.
     first.classList.add('pdf-page-start');
+    first.insertBefore(start, first.firstChild);
     const heading = first.matches('h1,h2,h3') ? first : first.querySelector('h1, h2, h3');
     docs[name] = {title: headingText(heading), sections: first.matches('section') ? sections(first, 2) : []};
   }
@@ -589,8 +592,11 @@ def write_pdf(printed: Printed, parts: list[Part], front: Front, out_path) -> li
     import io
     import logging
 
-    from pypdf import PdfReader, PdfWriter
-    from pypdf.generic import Fit
+    try:
+        from pypdf import PdfReader, PdfWriter
+        from pypdf.generic import Fit
+    except ImportError:
+        raise PdfError("pypdf is not installed: run `make site` (it sets up .venv)") from None
 
     # Chromium's trailer understates the object count by a few; pypdf copes and says so. Quiet.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -684,7 +690,7 @@ def build_pdf(*, toc="book/_toc.yml", config="book/_config.yml", build_dir="_bui
     if (site / "index.html").is_file():
         copied = site / PDF_NAME
         shutil.copyfile(out, copied)
-    from pypdf import PdfReader
+    from pypdf import PdfReader  # there: write_pdf needed it
 
     return Report(pdf=out, copied_to=copied, pages=len(PdfReader(out).pages), size_bytes=out.stat().st_size,
                   bookmarks=sum(1 for _ in iter_bookmarks(marks)), images=printed.images, scaled=printed.scaled,

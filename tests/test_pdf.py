@@ -1,0 +1,380 @@
+"""Tests of the course's PDF edition, _build/pdf/how-to-scale-your-model.pdf (`make site` or `make pdf`).
+
+What a reader of the PDF would notice: the title page; every page of the table of contents
+there, in its order, each starting a sheet of its own under its title (the chapters counted);
+page numbers; bookmarks for the introduction, every part and every page; the figures (at least
+as many images as the site's pages show); the math typeset by KaTeX (its fonts embedded, no raw
+TeX in the text); and the site's introduction linking to the copy of the PDF in the site.
+Expected titles come from the built site's pages, not from the code that made the PDF.
+
+The last tests print small faulty pages with the same code (headless Chromium) and check that
+the checks above notice each fault.
+
+Without a built PDF these tests are skipped, unless the environment variable CI is set, in which
+case they fail (as in tests/test_site.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import filecmp
+import html
+import logging
+import os
+import re
+import struct
+import unicodedata
+import zlib
+from pathlib import Path
+
+import pytest
+
+from scalelib.course import pdf
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "_build"
+PDF = BUILD / "pdf" / pdf.PDF_NAME
+SITE = BUILD / "html"
+TOC = ROOT / "book" / "_toc.yml"
+CONFIG = ROOT / "book" / "_config.yml"
+IN_CI = bool(os.environ.get("CI"))
+
+PARTS = pdf.toc_parts(TOC)
+DOCNAMES = [name for part in PARTS for name in part.docnames]
+ROOT_PAGE = PARTS[0].docnames[0]
+CHAPTERS = [part for part in PARTS if part.caption and re.match(r"Chapter \d+\b", part.caption)]
+
+logging.getLogger("pypdf").setLevel(logging.ERROR)  # Chromium's trailer understates its object count
+
+
+def _missing(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
+    pytest.skip(reason)
+
+
+def squash(text: str) -> str:
+    """`text` for comparison: ligatures undone (NFKC), all white space dropped."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+
+
+def site_title(docname: str) -> str:
+    """The title (first <h1> of the article) of `docname`'s page in the built site."""
+    page = SITE / f"{docname}.html"
+    if not page.is_file():
+        _missing(f"{page} is missing: build the site (`make site`)")
+    text = page.read_text(encoding="utf-8")
+    article = text[text.find("<article"):]
+    found = re.search(r"<h1[^>]*>(.*?)</h1>", article, re.S)
+    assert found, f"{page}: no <h1> in the article"
+    return html.unescape(re.sub(r"<[^>]+>", "", found.group(1))).replace("#", "").strip()
+
+
+# ---------------------------------------------------------------------------
+# The checks, as functions: the fault tests below run them on PDFs made to fail.
+
+RAW_MATH = ("$$", "\\frac", "\\begin{", "\\text{", "\\(", "\\[")
+
+
+def raw_math(texts: list[str]) -> list[str]:
+    """Each place where TeX source shows in the text (math that was not typeset), with its context."""
+    found = []
+    for number, text in enumerate(texts, 1):
+        for raw in RAW_MATH:
+            where = text.find(raw)
+            if where >= 0:
+                found.append(f"page {number}: {raw!r} in {text[max(0, where - 50):where + 50]!r}")
+    return found
+
+
+def font_names(reader) -> set[str]:
+    """The base names of the fonts the pages use (subset prefixes such as ``ABCDEF+`` dropped)."""
+    names = set()
+    for page in reader.pages:
+        for font in ((page.get("/Resources") or {}).get("/Font") or {}).values():
+            names.add(str(font.get_object().get("/BaseFont", "")).lstrip("/").split("+")[-1])
+    return names
+
+
+def image_count(reader) -> int:
+    """How many images the pages draw (image XObjects, also inside form XObjects), counted per page."""
+    def count(resources, seen: set) -> int:
+        total = 0
+        for ref in ((resources or {}).get("/XObject") or {}).values():
+            obj = ref.get_object()
+            if obj.get("/Subtype") == "/Image":
+                total += 1
+            elif obj.get("/Subtype") == "/Form" and id(obj) not in seen:
+                seen.add(id(obj))
+                total += count(obj.get("/Resources"), seen)
+        return total
+
+    return sum(count(page.get("/Resources"), set()) for page in reader.pages)
+
+
+def outline(reader) -> list[tuple[str, int, list]]:
+    """The bookmarks as (title, 0-based page, children) trees."""
+    def walk(items) -> list:
+        marks: list = []
+        for item in items:
+            if isinstance(item, list):
+                marks[-1][2].extend(walk(item))
+            else:
+                marks.append((str(item.title), reader.get_destination_page_number(item), []))
+        return marks
+
+    return walk(reader.outline)
+
+
+def starts(reader) -> dict[str, tuple[int, float]]:
+    """Where each page of the toc starts: docname -> (0-based page, height of its top in points)."""
+    found = {}
+    for name, dest in reader.named_destinations.items():
+        name = str(name).lstrip("/")
+        if name.startswith("document-"):
+            found[name.removeprefix("document-")] = (reader.get_destination_page_number(dest), float(dest["/Top"]))
+    return found
+
+
+# ---------------------------------------------------------------------------
+# The built PDF
+
+
+@pytest.fixture(scope="module")
+def reader():
+    if not PDF.is_file():
+        _missing(f"the PDF is not built ({PDF} missing): run `make site` or `make pdf`")
+    from pypdf import PdfReader
+
+    return PdfReader(PDF)
+
+
+@pytest.fixture(scope="module")
+def texts(reader) -> list[str]:
+    """The text of every page (NFKC: ligatures undone). About 0.1 s a page."""
+    return [unicodedata.normalize("NFKC", page.extract_text()) for page in reader.pages]
+
+
+@pytest.fixture(scope="module")
+def where(reader) -> dict[str, tuple[int, float]]:
+    return starts(reader)
+
+
+def test_the_site_holds_the_pdf_it_links_to() -> None:
+    if not (SITE / "index.html").is_file():
+        _missing(f"the site is not built ({SITE}/index.html missing): run `make site`")
+    intro = SITE / f"{ROOT_PAGE}.html"
+    links = re.findall(r'<a\b[^>]*\bhref="([^"#]*\.pdf)"', intro.read_text(encoding="utf-8"))
+    assert links, f"{intro}: no link to a PDF (the introduction should offer the course as a PDF)"
+    targets = {(intro.parent / link).resolve() for link in links}
+    assert (SITE / pdf.PDF_NAME).resolve() in targets, f"{intro} links to {links}, not to {pdf.PDF_NAME} in the site"
+    copy = SITE / pdf.PDF_NAME
+    assert copy.is_file(), f"{intro} links to {copy}, which is missing: `make site` copies the PDF there"
+    if PDF.is_file():
+        assert filecmp.cmp(PDF, copy, shallow=False), f"{copy} differs from the PDF just built ({PDF})"
+
+
+def test_title_page(texts) -> None:
+    import yaml
+
+    config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+    first = squash(texts[0])
+    assert squash(config["title"]) in first, f"title page: no course title {config['title']!r} in {texts[0]!r}"
+    assert squash(config["repository"]["url"]) in first, f"title page: no repository address in {texts[0]!r}"
+    built = re.search(r"Built on (\d{1,2} \w+ \d{4})", texts[0])
+    assert built, f"title page: no date of the build in {texts[0]!r}"
+    day = datetime.datetime.strptime(built.group(1), "%d %B %Y").date()
+    assert day <= datetime.date.today() + datetime.timedelta(days=1), f"title page: a build date in the future, {day}"
+
+
+def test_page_numbers_in_the_footer(reader, texts) -> None:
+    total = len(reader.pages)
+    for number in sorted({1, 2, total // 2, total}):
+        assert f"{number} / {total}" in texts[number - 1], (
+            f"page {number}: no page number '{number} / {total}' in its text (ends {texts[number - 1][-80:]!r})")
+
+
+def test_every_page_of_the_toc_in_toc_order(where) -> None:
+    missing = [name for name in DOCNAMES if name not in where]
+    assert not missing, f"pages of the toc missing from the PDF: {missing}"
+    pages = [where[name][0] for name in DOCNAMES]
+    out_of_order = [(a, b) for a, b, pa, pb in zip(DOCNAMES, DOCNAMES[1:], pages, pages[1:]) if pb <= pa]
+    assert not out_of_order, f"pages not in toc order (or sharing a sheet): {out_of_order}"
+
+
+@pytest.mark.parametrize("docname", DOCNAMES)
+def test_each_page_starts_a_sheet_under_its_title(docname, reader, texts, where) -> None:
+    page, top = where.get(docname, (None, None))
+    assert page is not None, f"{docname}: not in the PDF"
+    height = float(reader.pages[page].mediabox.height)
+    assert top > 0.9 * height, (
+        f"{docname} starts {height - top:.0f} pt below the top of page {page + 1}: no page break before it")
+    title = site_title(docname)
+    assert squash(texts[page]).startswith(squash(title)), (
+        f"{docname}: page {page + 1} should start with the title {title!r}, starts {texts[page][:100]!r}")
+
+
+def test_as_many_chapter_starts_as_chapters_in_the_toc(reader, texts, where) -> None:
+    assert CHAPTERS, "no 'Chapter N' part in the toc"
+    chapter_pages = {where[part.docnames[0]][0] for part in CHAPTERS if part.docnames[0] in where}
+    started = [page for page in chapter_pages
+               if any(squash(texts[page]).startswith(squash(site_title(p.docnames[0]))) for p in CHAPTERS)]
+    assert len(started) == len(CHAPTERS), (
+        f"{len(started)} sheets start a chapter, the toc has {len(CHAPTERS)} chapters: "
+        f"{[p.caption for p in CHAPTERS]}")
+
+
+def test_every_toc_title_is_in_the_text(texts) -> None:
+    everything = squash("\n".join(texts))
+    absent = [site_title(name) for name in DOCNAMES if squash(site_title(name)) not in everything]
+    assert not absent, f"titles of toc pages not found in the PDF's text: {absent}"
+
+
+def test_bookmarks_for_every_part_and_page(reader, where) -> None:
+    marks = outline(reader)
+    expected = [site_title(ROOT_PAGE)] + [part.caption for part in PARTS if part.caption]
+    assert [squash(m[0]) for m in marks] == [squash(t) for t in expected], (
+        f"top-level bookmarks {[m[0] for m in marks]}, expected the introduction and the toc's parts {expected}")
+    for part, mark in zip([p for p in PARTS if p.caption], marks[1:]):
+        titles = [squash(child[0]) for child in mark[2]]
+        assert titles == [squash(site_title(name)) for name in part.docnames], (
+            f"bookmark {part.caption!r} holds {[c[0] for c in mark[2]]}, expected its pages {list(part.docnames)}")
+        for name, child in zip(part.docnames, mark[2]):
+            assert child[1] == where[name][0], f"bookmark {child[0]!r} opens page {child[1] + 1}, not its start"
+        assert mark[1] == where[part.docnames[0]][0], f"bookmark {part.caption!r} does not open its first page"
+    chapter_sections = [child for part, mark in zip([p for p in PARTS if p.caption], marks[1:])
+                        if part in CHAPTERS for child in mark[2][0][2]]
+    assert len(chapter_sections) >= 2 * len(CHAPTERS), "the chapter pages' sections have (almost) no bookmarks"
+
+
+def test_figures_intact(reader) -> None:
+    shown = 0
+    for name in DOCNAMES:
+        page = SITE / f"{name}.html"
+        if not page.is_file():
+            _missing(f"{page} is missing: build the site (`make site`)")
+        text = page.read_text(encoding="utf-8")
+        article = text[text.find("<article"):text.find("</article>")]
+        shown += len(re.findall(r"<img\b[^>]*\bsrc=", article))
+    assert shown > 0, "the site's pages show no image at all: nothing to compare"
+    assert image_count(reader) >= shown, (
+        f"the PDF draws {image_count(reader)} images, the site's pages show {shown}: figures were lost")
+
+
+def test_katex_fonts_embedded(reader) -> None:
+    katex = {name for name in font_names(reader) if name.startswith("KaTeX_")}
+    assert {"KaTeX_Main-Regular", "KaTeX_Math-Italic"} <= katex, (
+        f"KaTeX's fonts are not (all) embedded, so math is not typeset as on the site: {sorted(font_names(reader))}")
+
+
+def test_no_raw_math_in_the_text(texts) -> None:
+    leaks = raw_math(texts)
+    assert not leaks, f"TeX source in the PDF's text (math not typeset): {leaks[:5]}"
+
+
+def test_pdf_without_solutions() -> None:
+    """`make site SOLUTIONS=no` makes its own PDF: no solution page in it (checked when it is built)."""
+    other = BUILD / "no-solutions" / "_build" / "pdf" / pdf.PDF_NAME
+    if not other.is_file():
+        pytest.skip(f"{other} is not built (`make site SOLUTIONS=no`)")
+    from pypdf import PdfReader
+
+    found = starts(PdfReader(other))
+    assert not [name for name in found if name.startswith("solutions/")], "solution pages in the PDF without them"
+    assert [name for name in DOCNAMES if not name.startswith("solutions/")] == sorted(found, key=lambda n: found[n][0])
+
+
+# ---------------------------------------------------------------------------
+# The table of contents and the configuration (no browser needed)
+
+
+def test_toc_parts(tmp_path) -> None:
+    toc = tmp_path / "_toc.yml"
+    toc.write_text("format: jb-book\nroot: book/intro\nparts:\n"
+                   "  - caption: 'Chapter 1: A'\n    chapters:\n      - file: book/a.ipynb\n"
+                   "        sections:\n          - file: book/a2\n      - file: exercises/a\n"
+                   "  - caption: Reference\n    chapters:\n      - file: book/api.md\n", encoding="utf-8")
+    assert pdf.toc_parts(toc) == [pdf.Part(None, ("book/intro",)),
+                                  pdf.Part("Chapter 1: A", ("book/a", "book/a2", "exercises/a")),
+                                  pdf.Part("Reference", ("book/api",))]
+    toc.write_text("format: jb-book\nroot: intro\nchapters:\n  - file: one\n  - file: two\n", encoding="utf-8")
+    assert pdf.toc_parts(toc) == [pdf.Part(None, ("intro",)), pdf.Part(None, ("one", "two"))]
+    toc.write_text("format: jb-book\nparts: []\n", encoding="utf-8")
+    with pytest.raises(pdf.PdfError, match="root"):
+        pdf.toc_parts(toc)
+
+
+def test_pdf_config_reuses_the_site_cache(tmp_path) -> None:
+    import yaml
+
+    written = pdf.pdf_config(CONFIG, tmp_path / "build", tmp_path / "pdf" / "_config.yml")
+    config = yaml.safe_load(written.read_text(encoding="utf-8"))
+    original = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+    assert config["execute"]["cache"] == str((tmp_path / "build" / ".jupyter_cache").resolve())
+    assert config["sphinx"]["extra_extensions"] == original["sphinx"]["extra_extensions"] + ["scalelib.course.pdf"]
+    for name, path in config["sphinx"]["local_extensions"].items():
+        assert Path(path).is_absolute() and (Path(path) / f"{name}.py").is_file(), (name, path)
+    assert config["title"] == original["title"] and config["repository"] == original["repository"]
+
+
+# ---------------------------------------------------------------------------
+# The checks notice faults: small pages printed by the same code
+
+
+@pytest.fixture(scope="module")
+def chromium() -> None:
+    for path in (pdf.CHROMIUM, pdf.CHROMEDRIVER):
+        if not Path(path).exists():
+            _missing(f"{path} not found: install it with `make browser`")
+
+
+FRONT = pdf.Front(title="A faulty page", subtitle="For the tests.", date=datetime.date(2025, 1, 1), repository="")
+
+
+def _png(path: Path, width: int = 40, height: int = 30) -> None:
+    """A small grey PNG, written without any imaging library."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = b"".join(b"\x00" + bytes([128, 128, 128]) * width for _ in range(height))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def _print(tmp_path: Path, body: str, docnames=("intro",)):
+    """Print a one-page 'site' whose article is `body` through the PDF code; return (printed, reader)."""
+    import io
+
+    from pypdf import PdfReader
+
+    page = tmp_path / "page.html"
+    page.write_text("<!doctype html><html><head><meta charset='utf-8'><title>fault</title></head><body>"
+                    '<article class="bd-article">'
+                    f'<section id="intro"><h1>Intro</h1>{body}</section></article></body></html>', encoding="utf-8")
+    parts = [pdf.Part(None, tuple(docnames))]
+    printed = pdf.print_page(page, parts, FRONT)
+    return printed, parts, PdfReader(io.BytesIO(printed.pdf))
+
+
+def test_math_check_catches_unrendered_math(chromium, tmp_path) -> None:
+    _, _, faulty = _print(tmp_path, r"<p>Energy is $$E = mc^2$$ and a ratio is \frac{a}{b}.</p>")
+    texts = [page.extract_text() for page in faulty.pages]
+    leaks = raw_math(texts)
+    assert any("$$" in leak for leak in leaks) and any("frac" in leak for leak in leaks), leaks
+    assert not {name for name in font_names(faulty) if name.startswith("KaTeX_")}, "KaTeX fonts in a page without them"
+
+
+def test_figure_check_counts_images_and_notices_a_broken_one(chromium, tmp_path) -> None:
+    _png(tmp_path / "figure.png")
+    printed, _, reader = _print(tmp_path, '<p>A figure:</p><img src="figure.png" alt="figure">')
+    assert image_count(reader) == 1 and not printed.broken_images
+    broken, _, _ = _print(tmp_path, '<img src="missing.png" alt="lost">')
+    assert broken.broken_images == ["missing.png"]
+
+
+def test_bookmark_check_notices_a_page_missing_from_the_pdf(chromium, tmp_path) -> None:
+    printed, parts, reader = _print(tmp_path, "<p>Text.</p>", docnames=("intro", "chapter"))
+    assert printed.docs["chapter"]["title"] is None and printed.docs["intro"]["title"] == "Intro"
+    assert set(starts(reader)) == {"intro"}
+    with pytest.raises(pdf.PdfError, match="chapter"):
+        pdf.write_pdf(printed, parts, FRONT, tmp_path / "out.pdf")
