@@ -317,6 +317,34 @@ def test_pdf_config_reuses_the_site_cache(tmp_path) -> None:
     assert config["title"] == original["title"] and config["repository"] == original["repository"]
 
 
+def test_make_site_ends_with_the_pdf_and_make_pdf_builds_only_it() -> None:
+    import shutil
+    import subprocess
+
+    if not shutil.which("make"):
+        pytest.skip("make is not installed")
+
+    def commands(*args: str) -> list[str]:
+        done = subprocess.run(["make", "-n", *args], cwd=ROOT, capture_output=True, text=True, check=True)
+        return [line for line in done.stdout.splitlines() if "jupyter-book build" in line or "scalelib pdf" in line]
+
+    site = commands("site")
+    assert len(site) == 2 and "jupyter-book build" in site[0] and site[1].endswith(
+        "scalelib pdf --toc book/_toc.yml --build-dir _build"), site
+    assert commands("pdf") == site[1:]
+    nosol = commands("pdf", "SOLUTIONS=no")
+    assert nosol == ["SCALELIB_SITE_SOLUTIONS=no .venv/bin/scalelib pdf --toc _build/no-solutions/_toc.yml "
+                     "--build-dir _build/no-solutions/_build"], nosol
+
+
+def test_cli_reports_errors(tmp_path, capsys) -> None:
+    from scalelib.course.cli import main
+
+    assert main(["pdf", "--toc", str(tmp_path / "missing.yml")]) == 1
+    assert "missing.yml" in capsys.readouterr().err
+    assert main(["pdf", "--paper", "A5"]) == 2
+
+
 # ---------------------------------------------------------------------------
 # The checks notice faults: small pages printed by the same code
 
