@@ -19,8 +19,9 @@ Course machinery, not part of the library: no scalelib module imports this one.
    formulas and tables wider than the paper to fit, and prints it with the
    DevTools command ``Page.printToPDF``: A4 (or Letter), backgrounds printed,
    the page number in the footer, the print stylesheet :data:`PRINT_CSS`
-   (no navigation or buttons, each page of the site on a new sheet, figures and
-   tables kept whole, code wrapped rather than cut off).
+   (no navigation or buttons, each page of the site on a new sheet, figures,
+   tables and outputs kept whole unless longer than half a sheet, code wrapped
+   rather than cut off). The PDF is untagged: tagged, it is three times larger.
 3. **Bookmarks.** pypdf rewrites the outline: the introduction, then one
    bookmark per part of the table of contents (each chapter, then the
    reference pages), holding its pages and, under each page, its sections,
@@ -236,9 +237,9 @@ PRINT_CSS = """
   h1, h2, h3, h4, h5, h6 { break-after: avoid; break-inside: avoid; }
   /* Figures, tables, outputs and boxes are kept whole on a sheet, unless longer than half of one
      (marked pdf-long before printing): those break between rows or lines */
-  figure, img, svg, table, tr, .katex-display, .cell_output, .admonition, .math-wrapper, dl {
-    break-inside: avoid; }
-  .pdf-long { break-inside: auto !important; }
+  figure, img, svg, table, tr, .katex-display, .cell_input, .cell_output, div.highlight, .admonition,
+  .math-wrapper, dl { break-inside: avoid; }
+  .pdf-long, .pdf-long pre { break-inside: auto !important; }
   /* The theme hides each page's first h1 in print (it prints the title elsewhere); here it stays */
   .bd-article h1:first-of-type { display: block !important; }
   img { max-width: 100% !important; height: auto; }
@@ -361,7 +362,7 @@ for (const el of article.querySelectorAll('.katex-display, table, .cell_output i
   const room = Math.min(width, el.parentElement.getBoundingClientRect().width || width);
   if (need > room + 1) { el.style.zoom = (room / need).toFixed(3); scaled += 1; }
 }
-for (const el of article.querySelectorAll('table, .cell_output, .admonition, figure, dl, .math-wrapper')) {
+for (const el of article.querySelectorAll('table, .cell_input, .cell_output, div.highlight, .admonition, figure, dl, .math-wrapper')) {
   if (el.getBoundingClientRect().height > sheet / 2) { el.classList.add('pdf-long'); }
 }
 return scaled;
@@ -650,6 +651,24 @@ class Report:
                 f"time: {times}, total {sum(self.seconds.values()):.0f} s")
 
 
+#: A script the page loads from a file: the theme's, search's and buttons' code, none of which the
+#: printed page needs (scripts written into the page, such as an animation's, stay).
+_SCRIPT_FILE = re.compile(r"<script\b[^>]*\bsrc=[^>]*>\s*</script>", re.I)
+
+
+def print_copy(root_html, single) -> Path:
+    """The single page as printed: ``course-print.html`` at the top of the singlehtml folder `single`.
+
+    singlehtml writes the page at the root document's path (``book/intro.html``) but links its
+    assets and images as if it were at the top of the folder; the copy there finds them. It leaves
+    out the scripts loaded from files, which would only slow the page down (the search index
+    alone is megabytes).
+    """
+    page = Path(single) / "course-print.html"
+    page.write_text(_SCRIPT_FILE.sub("", Path(root_html).read_text(encoding="utf-8")), encoding="utf-8")
+    return page
+
+
 def build_pdf(*, toc="book/_toc.yml", config="book/_config.yml", build_dir="_build", paper="A4",
               build: bool = True, strict: bool = True) -> Report:
     """Build the PDF edition of the site built in `build_dir` (see the module's docstring); return a report.
@@ -668,10 +687,7 @@ def build_pdf(*, toc="book/_toc.yml", config="book/_config.yml", build_dir="_bui
     root_html = single / f"{parts[0].docnames[0]}.html"
     if not root_html.is_file():
         raise PdfError(f"{root_html} is missing: build the single page first (`scalelib pdf` without --no-build)")
-    # singlehtml writes the page at the root document's path but links its assets and images as if it
-    # were at the top of the folder; a copy there finds them.
-    page = single / "course-print.html"
-    shutil.copyfile(root_html, page)
+    page = print_copy(root_html, single)
     front = front_matter(parts, book_config(config))
     printed = print_page(page, parts, front, paper=paper)
     seconds.update(printed.seconds)
