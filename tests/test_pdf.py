@@ -369,8 +369,9 @@ def _png(path: Path, width: int = 40, height: int = 30) -> None:
                      + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
-def _print(tmp_path: Path, body: str, docnames=("intro",)):
-    """Print a one-page 'site' whose article is `body` through the PDF code; return (printed, reader)."""
+def _print(tmp_path: Path, body: str, docnames=("intro",), after: str = ""):
+    """Print a 'site' whose root page holds `body` (and `after` it, more pages as singlehtml marks them)
+    through the PDF code; return (printed, parts, reader)."""
     import io
 
     from pypdf import PdfReader
@@ -378,7 +379,8 @@ def _print(tmp_path: Path, body: str, docnames=("intro",)):
     page = tmp_path / "page.html"
     page.write_text("<!doctype html><html><head><meta charset='utf-8'><title>fault</title></head><body>"
                     '<article class="bd-article">'
-                    f'<section id="intro"><h1>Intro</h1>{body}</section></article></body></html>', encoding="utf-8")
+                    f'<section id="intro"><h1>Intro</h1>{body}</section>{after}</article></body></html>',
+                    encoding="utf-8")
     parts = [pdf.Part(None, tuple(docnames))]
     printed = pdf.print_page(page, parts, FRONT)
     return printed, parts, PdfReader(io.BytesIO(printed.pdf))
@@ -406,3 +408,22 @@ def test_bookmark_check_notices_a_page_missing_from_the_pdf(chromium, tmp_path) 
     assert set(starts(reader)) == {"intro"}
     with pytest.raises(pdf.PdfError, match="chapter"):
         pdf.write_pdf(printed, parts, FRONT, tmp_path / "out.pdf")
+
+
+def test_each_page_of_the_single_page_starts_a_sheet(chromium, tmp_path) -> None:
+    """A page's start marker may be followed by label targets before its section; it still starts a sheet."""
+    after = ('<div class="toctree-wrapper"><span id="document-chapter"></span><span id="a-label"></span>'
+             '<section id="chapter"><h2>Chapter</h2><p>Text.</p><section id="part"><h3>Part</h3><p>More.</p>'
+             '</section></section></div>')
+    printed, parts, reader = _print(tmp_path, "<p>Short.</p>", docnames=("intro", "chapter"), after=after)
+    assert printed.docs["chapter"]["title"] == "Chapter"
+    assert [s["title"] for s in printed.docs["chapter"]["sections"]] == ["Part"]
+    found = starts(reader)
+    height = float(reader.pages[0].mediabox.height)
+    assert found["chapter"][0] == found["intro"][0] + 1 and found["chapter"][1] > 0.9 * height, found
+    pdf.write_pdf(printed, parts, FRONT, tmp_path / "out.pdf")
+    from pypdf import PdfReader
+
+    marks = outline(PdfReader(tmp_path / "out.pdf"))
+    assert [(m[0], m[1]) for m in marks] == [("Intro", found["intro"][0]), ("Chapter", found["chapter"][0])]
+    assert [c[0] for c in marks[1][2]] == ["Part"]

@@ -294,7 +294,11 @@ const docs = {};
 for (const part of parts) {
   for (const name of part.docnames) {
     const start = document.getElementById('document-' + name);
-    const first = start && start.nextElementSibling;
+    // The page's first section; label targets (empty spans) may come before it.
+    let first = start && start.nextElementSibling;
+    while (first && !first.matches('section') && !first.textContent.trim() && first.nextElementSibling) {
+      first = first.nextElementSibling;
+    }
     if (!first) { docs[name] = {title: null, sections: []}; continue; }
     // The marker moves into the page's first element, on the sheet that element starts; left
     // before it, it would end the previous sheet, and so would its destination in the PDF.
