@@ -9,7 +9,7 @@
 #                  built from a copy of the toc without its solutions/ entries
 #                  (_build/no-solutions/_toc.yml), links to them left as plain text,
 #                  into _build/no-solutions/_build/html (apart from the full site)
-#   make browser   install Debian's chromium and chromedriver (for tests/test_site.py)
+#   make browser   install Debian's chromium, chromedriver and colour emoji font (tests/test_site.py, make pdf)
 #   make pdf       the PDF edition (scalelib/course/pdf.py): the site built as one page and printed by
 #                  chromium into _build/pdf/how-to-scale-your-model.pdf, then copied into the site,
 #                  where the introduction links to it; `make site` ends with this step. With
@@ -45,13 +45,15 @@ book/node_modules/.installed: book/package.json book/package-lock.json
 	npm ci --prefix book --no-audit --no-fund
 	touch $@
 
+# With Noto's colour emoji: the checker's ✅ ❌ ⬜ print as themselves, not as empty boxes (PDF, screenshots).
+EMOJI_FONT := /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf
 browser:
-	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then \
-		echo "chromium and chromedriver are installed"; \
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && [ -f $(EMOJI_FONT) ]; then \
+		echo "chromium, chromedriver and an emoji font are installed"; \
 	else \
 		$(SITE_SUDO) apt-get update && \
 		$(SITE_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-			chromium chromium-driver; \
+			chromium chromium-driver fonts-noto-color-emoji; \
 	fi
 
 site: $(VENV)/.installed book/node_modules/.installed browser

@@ -272,6 +272,16 @@ def test_no_raw_math_in_the_text(texts) -> None:
     assert not leaks, f"TeX source in the PDF's text (math not typeset): {leaks[:5]}"
 
 
+def test_no_character_printed_as_an_empty_box(texts) -> None:
+    """A character no installed font has (the checker's emoji without `make browser`'s emoji font)
+    prints as an empty box, which the PDF's text maps to NUL or U+FFFD."""
+    boxes = [f"page {n}: {t[max(0, t.find(c) - 40):t.find(c) + 40]!r}"
+             for n, t in enumerate(texts, 1) for c in ("\x00", "\ufffd") if c in t]
+    assert not boxes, f"characters printed as empty boxes (a font missing?): {boxes[:5]}"
+    if any(name.startswith("solutions/") for name in DOCNAMES):
+        assert "✅" in "".join(texts), "the solutions' checks print no ✅"
+
+
 def test_pdf_without_solutions() -> None:
     """`make site SOLUTIONS=no` makes its own PDF: no solution page in it (checked when it is built)."""
     other = BUILD / "no-solutions" / "_build" / "pdf" / pdf.PDF_NAME

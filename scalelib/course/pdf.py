@@ -121,6 +121,7 @@ def toc_parts(toc_path="book/_toc.yml") -> list[Part]:
 
 
 def book_config(config_path="book/_config.yml") -> dict:
+    """The book's Jupyter Book configuration (title, author, repository, ...), read from `config_path`."""
     import yaml
 
     path = Path(config_path)
@@ -228,7 +229,7 @@ PRINT_CSS = """
   .bd-header, .bd-header-article, .bd-sidebar-primary, .bd-sidebar-secondary, .bd-footer,
   .bd-footer-content, .bd-footer-article, .prev-next-area, .prev-next-footer, #pst-skip-link,
   .skip-link, #pst-back-to-top, .search-button-field, .headerlink, .copybtn, button, #jb-print-docs-body,
-  .toggle-button, .pdf-site-only, .anim-buttons, .anim-state { display: none !important; }
+  .toggle-button, .pdf-site-only, .anim-controls { display: none !important; }
   .bd-page-width, .bd-container, .bd-container__inner, .bd-main, .bd-content, .bd-article-container,
   .bd-article { max-width: none !important; width: auto !important; margin: 0 !important;
     padding: 0 !important; display: block !important; }
