@@ -13,7 +13,7 @@ PY := $(VENV)/bin/python
 help:
 	@echo "make site    - set up .venv and build the website into _build/html"
 	@echo "make test    - run every test (same command as CI)"
-	@echo "make bench   - print scalelib's import time and each notebook's run time"
+	@echo "make bench   - print scalelib's import time, each notebook's run time and the whole suite's (SUITE=no: not the suite)"
 	@echo "make exercises - regenerate exercises/ from solutions/, resync setup cells, rewrite the API pages and the book map"
 
 # Python packages, pinned in requirements.txt; scalelib itself installed editable.
@@ -31,8 +31,10 @@ include book/site.mk
 test: setup site
 	$(PY) -m pytest
 
-bench: $(VENV)/.installed
-	$(PY) -m scalelib.course.bench
+# SUITE=yes (the default) also times one run of the whole test suite, which needs the built site.
+SUITE ?= yes
+bench: $(VENV)/.installed $(if $(filter yes,$(SUITE)),setup site)
+	$(PY) -m scalelib.course.bench $(if $(filter yes,$(SUITE)),--suite)
 
 exercises: $(VENV)/.installed
 	$(VENV)/bin/scalelib sync-setup

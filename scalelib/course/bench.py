@@ -1,8 +1,10 @@
-"""``make bench``: scalelib's import time, its heaviest calls, and each course notebook's run time.
+"""``make bench``: scalelib's import time, its heaviest calls, each course notebook's run time, and
+the whole test suite's.
 
 Times are wall-clock on this machine: the import is the best of several fresh
 interpreters (minus an empty interpreter's start), each notebook one run in a
-fresh kernel, as the tests and the book build run it.
+fresh kernel, as the tests and the book build run it, and the suite one run of
+``pytest`` as ``make test`` runs it (``--suite``; ``make bench SUITE=no`` leaves it out).
 """
 
 from __future__ import annotations
@@ -87,7 +89,20 @@ def notebook_time_s(path: Path, timeout: int = 600) -> float:
     return time.perf_counter() - start
 
 
-def main(root: str = ".") -> int:
+def suite_time_s(root: Path) -> tuple[float, str]:
+    """Wall time of one run of the whole test suite (``python -m pytest -q`` in `root`) and its last line."""
+    start = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root,
+                         capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    summary = lines[-1].strip("= ") if lines else f"no output (exit {run.returncode})"
+    if run.returncode != 0:
+        summary += f" (exit {run.returncode})"
+    return seconds, summary
+
+
+def main(root: str = ".", suite: bool = False) -> int:
     base = Path(root)
     print(f"import scalelib: {fmt(import_time_s(), 's')} (best of 7, beyond an empty interpreter's start)")
     for label, statement in CALLS:
@@ -105,8 +120,12 @@ def main(root: str = ".") -> int:
         total += seconds
         print(f"{str(path.relative_to(base)):45s} {fmt(seconds, 's')}")
     print(f"{'all ' + str(len(notebooks)) + ' notebooks':45s} {fmt(total, 's')}")
+    if suite:
+        seconds, summary = suite_time_s(base)
+        print(f"{'the whole test suite (pytest, as make test)':45s} {fmt(seconds, 's')} ({summary})")
+        return 0 if "(exit" not in summary else 1
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(suite="--suite" in sys.argv[1:]))
