@@ -174,7 +174,8 @@ def capstone_brief(learner: str | None = None, *, variant: int | None = None) ->
     """The capstone brief of `learner` (their name or student id, as the instructor grades them).
 
     The same name always gives the same brief; two names most likely give different ones (there are
-    ``scalelib.course.capstone.VARIANTS`` briefs, 13,824). The brief becomes the current one: chapter 11's checks use it.
+    ``scalelib.course.capstone.VARIANTS`` of them). The brief becomes the current one: chapter 11's
+    checks use it.
 
     Args:
         learner: your name or student id (a non-empty string; case, spaces and punctuation do not matter).
