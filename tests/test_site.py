@@ -39,12 +39,10 @@ from __future__ import annotations
 import base64
 import functools
 import html.parser
-import http.server
 import json
 import os
 import re
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +52,8 @@ from urllib.request import urlopen
 
 import pytest
 import yaml
+
+from scalelib.course.pdf import Server, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
@@ -134,35 +134,7 @@ CHAPTER_SET_PAGES = [page for page in PAGES if re.fullmatch(r"(book|exercises|so
 # Serving and browsing
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args) -> None:  # noqa: A002
-        pass
-
-
-@dataclass
-class Server:
-    directory: Path
-    httpd: http.server.ThreadingHTTPServer
-    thread: threading.Thread
-
-    @property
-    def base(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/"
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
-
-
-def serve(directory: Path) -> Server:
-    """Serve `directory` on 127.0.0.1 (a free port) from a background thread."""
-    handler = functools.partial(_QuietHandler, directory=str(directory))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    return Server(directory, httpd, thread)
+# The site is served as the PDF step serves it (scalelib.course.pdf.serve).
 
 
 def _is_local(url: str) -> bool:

@@ -392,7 +392,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @dataclass
-class _Server:
+class Server:
+    """A folder served over HTTP on 127.0.0.1 from a background thread (the PDF step and the browser test)."""
+
+    directory: Path
     httpd: http.server.ThreadingHTTPServer
     thread: threading.Thread
 
@@ -407,12 +410,13 @@ class _Server:
         self.thread.join(timeout=5)
 
 
-def _serve(directory: Path) -> _Server:
+def serve(directory: Path) -> Server:
+    """Serve `directory` on 127.0.0.1 (a free port) from a background thread."""
     handler = functools.partial(_QuietHandler, directory=str(directory))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    return _Server(httpd, thread)
+    return Server(Path(directory), httpd, thread)
 
 
 def _chromium(user_data_dir: str):
@@ -493,7 +497,7 @@ def print_page(html_path, parts: list[Part], front: Front, *, paper: str = "A4")
     top, bottom, left, right = MARGINS
     seconds: dict[str, float] = {}
     start = time.monotonic()
-    server = _serve(html_path.parent)
+    server = serve(html_path.parent)
     with tempfile.TemporaryDirectory(prefix="course-pdf-chrome-", ignore_cleanup_errors=True) as user_data:
         driver = _chromium(user_data)
         try:
