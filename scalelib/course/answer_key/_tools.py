@@ -48,3 +48,8 @@ def define(derivation: Derivation, meanings: Mapping[str, str]) -> Derivation:
     if unused:
         raise ValueError(f"define: no formula of {derivation.symbol!r} uses {', '.join(unused)}")
     return out
+
+
+def after(derivation: Derivation, *steps: Derivation) -> Derivation:
+    """`derivation` shown after `steps` (a figure it was given as a number, now derived before it)."""
+    return replace(derivation, steps=(*steps, *derivation.steps))

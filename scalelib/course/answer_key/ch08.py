@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import define, slip
+from ._tools import after, define, slip
 from .ch04 import _letters, _used
 from ..._derivation import Derivation, explain, q
 from ..._inference import (
@@ -477,8 +477,7 @@ register(Exercise(
 def _cost(per_slice=False) -> Derivation:
     rate = explain(tokens_per_s_per_chip, LLAMA, _v5e((4, 2)), batch=32, context=8192, weight_dtype="int8")
     r = rate.value * (8 if per_slice else 1)
-    d = explain(cost_per_million_tokens, r, V5E)
-    return Derivation(d.symbol, d.formula, d.numbers, d.value, d.unit, (rate, *d.steps), where=d.where)
+    return after(explain(cost_per_million_tokens, r, V5E), rate)
 
 
 register(Exercise(

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ..capstone import MFU, cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
 from ..check import Exercise, register
-from ._tools import define, slip
+from ._tools import after, define, slip
 from .ch04 import _letters, _used
 from .ch08 import _defined_in
 from ..._derivation import Derivation, explain, q
@@ -272,8 +272,7 @@ def _throughput(b=None) -> Derivation:
 def _usd_per_million(b=None) -> Derivation:
     b = b or sample()
     rate = _throughput(b)
-    d = explain(cost_per_million_tokens, rate.value, b.serve_chip)
-    return Derivation(d.symbol, d.formula, d.numbers, d.value, d.unit, (rate, *d.steps), where=d.where)
+    return after(explain(cost_per_million_tokens, rate.value, b.serve_chip), rate)
 
 
 register(Exercise(
