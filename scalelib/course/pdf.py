@@ -245,6 +245,9 @@ PRINT_CSS = """
   .bd-article h1:first-of-type { display: block !important; }
   img { max-width: 100% !important; height: auto; }
   th, td { padding: 0.2em 0.5em !important; }
+  /* A cell's words and numbers stay whole ("USD 20,267,212" on one line): the table lays its columns
+     out around them, and one too wide for the paper is scaled to fit */
+  th, td { overflow-wrap: break-word !important; word-break: normal !important; }
   /* Code wraps instead of running off the paper */
   pre, pre span, code { white-space: pre-wrap !important; overflow-wrap: anywhere; }
   pre, div.highlight, .cell_output, .output, .katex-display, .table-wrapper, .pst-scrollable-table-container {
