@@ -182,11 +182,12 @@ def test_outputs_and_counts_cleared_ids_and_metadata_kept_solution_untouched():
 def test_generated_exercise_notebooks_name_their_chapter_for_the_grader(tmp_path):
     (tmp_path / "solutions").mkdir()
     nb = notebook(("code", "x = 1"))
-    nb.metadata["scalelib"] = {"learner": "kept"}
+    # The solved notebook's learner (chapter 11's sample) is dropped: an exercise notebook is nobody's yet.
+    nb.metadata["scalelib"] = {"learner": "Grace Hopper", "note": "kept"}
     nbformat.write(nb, tmp_path / "solutions/ch07_demo.ipynb")
     nbformat.write(notebook(("code", "x = 1")), tmp_path / "solutions/appendix.ipynb")
     generate(tmp_path / "solutions", tmp_path / "exercises")
-    assert nbformat.read(tmp_path / "exercises/ch07_demo.ipynb", 4).metadata["scalelib"] == {"learner": "kept",
+    assert nbformat.read(tmp_path / "exercises/ch07_demo.ipynb", 4).metadata["scalelib"] == {"note": "kept",
                                                                                              "chapter": 7}
     assert "scalelib" not in nbformat.read(tmp_path / "exercises/appendix.ipynb", 4).metadata
     assert generate_exercise_notebook(notebook(("code", "x = 1")), chapter=3).metadata["scalelib"] == {"chapter": 3}
