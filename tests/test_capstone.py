@@ -160,13 +160,6 @@ def test_a_slip_is_named_in_the_brief_s_own_terms():
     assert v.status == "incorrect" and "MFU" in v.message
 
 
-def test_the_plan_summary_is_the_references():
-    sl.capstone_brief("Ada Lovelace")
-    s = ch11.plan_summary()
-    assert s["chip"] == _right("11.2") and s["fleet_chips"] == _right("11.9")
-    assert s["cost_usd"] == pytest.approx(_right("11.4"))
-
-
 # ---------------------------------------------------------------------------
 # grading: the brief of the name the notebook used, a foreign name flagged
 

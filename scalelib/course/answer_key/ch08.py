@@ -59,10 +59,10 @@ MEANINGS = {"B": "sequences in the batch", "S": "tokens cached per sequence", "k
             "T_step": "one generate step's time on a generate server"}
 
 
-def _all(d: Derivation) -> Derivation:
-    """`d` with the book's letters and every other symbol of :data:`MEANINGS` it uses defined."""
+def _all(d: Derivation, meanings=MEANINGS) -> Derivation:
+    """`d` with the book's letters and every other symbol of `meanings` it uses defined."""
     d = _letters(d)
-    return define(d, {k: v for k, v in MEANINGS.items() if _used(d, k) and not _defined_in(d, k)})
+    return define(d, {k: v for k, v in meanings.items() if _used(d, k) and not _defined_in(d, k)})
 
 
 def _defined_in(d: Derivation, symbol: str) -> bool:

@@ -12,14 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ..capstone import MFU, cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
+from ..capstone import cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
 from ..check import Exercise, register
-from ._tools import after, define, slip
-from .ch04 import _letters, _used
-from .ch08 import _defined_in
+from ._tools import after, slip
+from .ch08 import _all as _defined
 from ..._derivation import Derivation, explain, q
 from ..._inference import max_batch_size, max_batch_within_latency, tokens_per_s_per_chip
-from ..._models import model as _model
 from ..._serving import cost_per_million_tokens, usd_per_chip_hour
 from ..._specs import chip
 from ..._transformer import params, train_flops, training_state_bytes
@@ -60,8 +58,7 @@ MEANINGS = {"B": "sequences in the batch", "S": "tokens cached per sequence", "k
 
 def _all(d: Derivation) -> Derivation:
     """`d` with the model's letters and every other symbol of :data:`MEANINGS` it uses defined."""
-    d = _letters(d)
-    return define(d, {k: v for k, v in MEANINGS.items() if _used(d, k) and not _defined_in(d, k)})
+    return _defined(d, MEANINGS)
 
 
 def _flops(b=None, *, causal=True, attention=True) -> Derivation:
@@ -309,12 +306,3 @@ register(Exercise(
     per_learner=True,
 ))
 
-
-#: The brief's quantities the chapter refers to, for the notebook's worked answer: the same as the references.
-def plan_summary(b=None) -> dict:
-    """The sample (or current) brief's plan, every figure from the references above."""
-    b = b or sample()
-    return {"flops": _flops(b).value, "chip": _chosen(b), "chips": _chips(b).value, "cost_usd": _cost(b).value,
-            "affordable_tokens": _affordable(b).value, "state_chips": _state_chips(b).value,
-            "batch": _batch(b).value, "usd_per_million": _usd_per_million(b).value, "fleet_chips": _fleet(b).value,
-            "mfu": MFU, "model": _model(b.model).name}
