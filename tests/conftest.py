@@ -1,8 +1,41 @@
-"""What every test shares."""
+"""What every test shares: the capstone's sample brief, and Hypothesis run the same way every time.
+
+`make test` (with or without ``CI`` set) runs every property test derandomized: the examples are a
+function of the test's own code, so the same tree gives the same result for a learner and for CI.
+Random exploration is `make fuzz` (``SCALELIB_HYPOTHESIS=fuzz``): fresh random examples on every run,
+only the property tests collected, failures stored in ``.hypothesis/`` and printed with their
+reproduction; each bug it finds becomes a named regression test.
+"""
+
+from __future__ import annotations
+
+import os
 
 import pytest
+from hypothesis import HealthCheck, is_hypothesis_test, settings
 
 from scalelib.course import capstone
+
+#: No timing anywhere in a verdict: no deadline, no health check that measures speed, no example
+#: database replaying what an earlier run happened to find.
+_STEADY = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True, **_STEADY)
+settings.register_profile("fuzz", derandomize=False, print_blob=True, **_STEADY)
+
+PROFILE = os.environ.get("SCALELIB_HYPOTHESIS", "deterministic")
+if PROFILE not in ("deterministic", "fuzz"):
+    raise pytest.UsageError(f"SCALELIB_HYPOTHESIS must be 'deterministic' or 'fuzz', got {PROFILE!r}")
+# Loaded before any test module is imported, so every @settings(...) in the tests inherits it.
+settings.load_profile(PROFILE)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under `make fuzz`, keep only the property tests: the rest has nothing random to explore."""
+    if PROFILE != "fuzz":
+        return
+    keep = [item for item in items if is_hypothesis_test(getattr(item, "obj", None))]
+    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    items[:] = keep
 
 
 @pytest.fixture(autouse=True)

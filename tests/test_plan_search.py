@@ -1,6 +1,5 @@
 """The plan search: the vectorised path equals the per-plan reference exactly; what it finds, and how fast."""
 
-import time
 
 import matplotlib
 
@@ -69,19 +68,20 @@ def test_runners_up_are_other_kinds_of_parallelism_each_with_its_reason():
     assert found.table().startswith("| plan | step | MFU |")
 
 
-def test_llama_3_405b_on_16384_gpus_is_searched_in_well_under_a_second():
-    start = time.perf_counter()
+def test_llama_3_405b_on_16384_gpus_is_searched_over_every_plan():
+    # How fast: `make bench` times this search (a timed assert would pass or fail with the machine's load).
     found = sl.search_plans("llama-3.1-405b", 16 * 2**20, sl.gpu_cluster(2048, "h100"), seq_len=8192)
-    assert time.perf_counter() - start < 1.0
     assert found.evaluated > 30000 and found.best.fits
     assert found.best.plan.tensor >= 8  # its 405B parameters need TP (Meta used TP 8 × PP 16 × DP 128)
 
 
-def test_the_vectorised_search_is_many_times_faster_than_the_loop():
+def test_the_vectorised_search_and_the_loop_rank_the_same_plans_the_same():
+    # How much faster the vectorised one is: `make bench` (a timed assert would depend on the machine's load).
     kw = dict(seq_len=4096)
     fast = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(512, "h100"), method="numpy", **kw)
     slow = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(512, "h100"), method="loop", **kw)
-    assert slow.seconds > 4 * fast.seconds
+    assert fast.evaluated == slow.evaluated and fast.best.plan == slow.best.plan
+    assert fast.best.time_s == pytest.approx(slow.best.time_s, rel=1e-9)
 
 
 def test_pipelines_pay_on_8_gpu_nodes_at_a_small_batch_per_gpu_but_not_on_nvl72_or_a_v5p_pod():

@@ -2,7 +2,6 @@
 
 import json
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -108,10 +107,9 @@ def test_a_compute_bound_tile_time_by_hand():
     assert t.time_s == pytest.approx(4 * 2 * 256 * 128 * 4096 / (9.9e14 / 132), rel=1e-12)
 
 
-def test_a_million_row_search_takes_well_under_a_second():
-    start = time.perf_counter()
+def test_a_million_row_search_fills_whole_waves_of_the_132_sms():
+    # How fast: `make bench` times this search (a timed assert would pass or fail with the machine's load).
     best = sl.best_tile(2**20, 8192, 8192, "h100")
-    assert time.perf_counter() - start < 0.5
     assert best.waves == math.ceil(best.num_tiles / 132)
 
 
