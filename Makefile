@@ -7,13 +7,14 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test bench exercises check-exercises clean help mutation
+.PHONY: setup test bench fuzz exercises check-exercises clean help mutation
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make site    - set up .venv and build the website into _build/html"
 	@echo "make test    - run every test (same command as CI)"
-	@echo "make bench   - print scalelib's import time, each notebook's run time and the whole suite's (SUITE=no: not the suite)"
+	@echo "make bench   - print scalelib's import time, each notebook's run time, the whole suite's and its 10 slowest tests (SUITE=no: not the suite)"
+	@echo "make fuzz    - explore the property tests with fresh random examples (not in CI; prints what fails)"
 	@echo "make exercises - regenerate exercises/ from solutions/, resync setup cells, rewrite the API pages and the book map"
 
 # Python packages, pinned in requirements.txt; scalelib itself installed editable.
@@ -28,13 +29,30 @@ setup: $(VENV)/.installed book/node_modules/.installed browser
 
 include book/site.mk
 
+# Independent tests run in parallel, one worker per core (pytest-xdist); a test module, a notebook or a
+# test class stays on one worker (--dist loadscope): nbval's cells share one kernel, in order.
+# Every property test runs derandomized (tests/conftest.py): the same tree gives the same result.
+WORKERS ?= auto
+PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadscope
+
 test: setup site
-	$(PY) -m pytest
+	$(PYTEST)
+
+# Random exploration of the property tests (Hypothesis's examples drawn afresh each run, FUZZ_RUNS runs).
+# Not in CI and not in make test: what it finds is printed with its reproduction, and becomes a named
+# regression test. Failing examples are kept in .hypothesis/ and replayed first by the next make fuzz.
+FUZZ_RUNS ?= 3
+fuzz: $(VENV)/.installed
+	@status=0; for run in $$(seq $(FUZZ_RUNS)); do \
+		echo "== make fuzz: run $$run of $(FUZZ_RUNS)"; \
+		SCALELIB_HYPOTHESIS=fuzz $(PY) -m pytest -n $(WORKERS) -q -p no:cacheprovider tests \
+			--hypothesis-show-statistics || status=1; \
+	done; exit $$status
 
 # SUITE=yes (the default) also times one run of the whole test suite, which needs the built site.
 SUITE ?= yes
 bench: $(VENV)/.installed $(if $(filter yes,$(SUITE)),setup site)
-	$(PY) -m scalelib.course.bench $(if $(filter yes,$(SUITE)),--suite)
+	$(PY) -m scalelib.course.bench $(if $(filter yes,$(SUITE)),--suite -- -n $(WORKERS) --dist loadscope)
 
 exercises: $(VENV)/.installed
 	$(VENV)/bin/scalelib sync-setup

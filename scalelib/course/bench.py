@@ -89,20 +89,26 @@ def notebook_time_s(path: Path, timeout: int = 600) -> float:
     return time.perf_counter() - start
 
 
-def suite_time_s(root: Path) -> tuple[float, str]:
-    """Wall time of one run of the whole test suite (``python -m pytest -q`` in `root`) and its last line."""
+def suite_time_s(root: Path, pytest_args: tuple[str, ...] = (), slowest: int = 10) -> tuple[float, str, list[str]]:
+    """Wall time of one run of the whole test suite (``python -m pytest -q`` in `root`, with `pytest_args`,
+    as ``make test`` passes them), its summary line, and pytest's lines for its `slowest` tests."""
     start = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root,
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          f"--durations={slowest}", "--durations-min=0", *pytest_args], cwd=root,
                          capture_output=True, text=True)
     seconds = time.perf_counter() - start
     lines = [line for line in run.stdout.splitlines() if line.strip()]
     summary = lines[-1].strip("= ") if lines else f"no output (exit {run.returncode})"
     if run.returncode != 0:
         summary += f" (exit {run.returncode})"
-    return seconds, summary
+    slow = []
+    if any("slowest" in line and "durations" in line for line in lines):
+        first = next(i for i, line in enumerate(lines) if "slowest" in line and "durations" in line)
+        slow = [line for line in lines[first + 1:] if line[:1].isdigit() and "s " in line][:slowest]
+    return seconds, summary, slow
 
 
-def main(root: str = ".", suite: bool = False) -> int:
+def main(root: str = ".", suite: bool = False, pytest_args: tuple[str, ...] = ()) -> int:
     base = Path(root)
     print(f"import scalelib: {fmt(import_time_s(), 's')} (best of 7, beyond an empty interpreter's start)")
     for label, statement in CALLS:
@@ -121,11 +127,17 @@ def main(root: str = ".", suite: bool = False) -> int:
         print(f"{str(path.relative_to(base)):45s} {fmt(seconds, 's')}")
     print(f"{'all ' + str(len(notebooks)) + ' notebooks':45s} {fmt(total, 's')}")
     if suite:
-        seconds, summary = suite_time_s(base)
+        seconds, summary, slow = suite_time_s(base, pytest_args)
         print(f"{'the whole test suite (pytest, as make test)':45s} {fmt(seconds, 's')} ({summary})")
+        print(f"its {len(slow)} slowest tests (setup, call or teardown):")
+        for line in slow:
+            print(f"  {line}")
         return 0 if "(exit" not in summary else 1
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(suite="--suite" in sys.argv[1:]))
+    # python -m scalelib.course.bench [--suite [-- PYTEST_ARGS...]]
+    argv = sys.argv[1:]
+    extra = tuple(argv[argv.index("--") + 1:]) if "--" in argv else ()
+    raise SystemExit(main(suite="--suite" in argv, pytest_args=extra))
