@@ -24,6 +24,9 @@ Times come from :func:`allgather_time_s`, :func:`reducescatter_time_s`,
 
 from __future__ import annotations
 
+import functools
+import heapq
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -138,59 +141,123 @@ def _prefix(a: tuple, b: tuple) -> tuple:
 
 
 def _reshard(src: Sharding, dst: Sharding, sizes, topo, dtype) -> tuple[list[Collective], Sharding]:
-    """Collectives taking `src` to `dst` (same dimensions): reductions, AllToAlls, AllGathers; slicing is free."""
-    steps: list[Collective] = []
-    state = src
+    """Collectives taking `src` to `dst` (same dimensions), the fewest bytes per device; slicing is free.
+
+    The moves: a ReduceScatter of partial sums onto the next axes a dimension takes, an AllReduce of
+    partial sums, one AllGather of the trailing axes of any dimensions (over all of them at once), and
+    one AllToAll moving the trailing axes of one dimension onto the next axes another takes (over the
+    product of those axes). After each, every dimension whose axes lead its target's takes the next
+    free ones by slicing its block. A search over these finds the plan moving the fewest bytes per
+    device (then the fewest collectives); the state it ends in is checked against `dst`.
+    """
     bad = [u for u in dst.unreduced if u not in src.unreduced]
     if bad:
         raise InvalidValueError(f"`expr`: {src} cannot become {dst}: partial sums over {', '.join(bad)} appear "
                                 f"from nowhere; drop {{U_{''.join(bad)}}} from the result")
-    # 1. partial sums: ReduceScatter onto the dimension that takes the axis, AllReduce the rest.
-    to_scatter: dict[str, list[str]] = {}
-    to_reduce = []
-    for u in state.unreduced:
-        if u in dst.unreduced:
-            continue
-        owner = [d for d in dst.dims if u in dst._axes_of(d)]
-        if owner:
-            to_scatter.setdefault(owner[0], []).append(u)
-        else:
-            to_reduce.append(u)
-    for d, axes in to_scatter.items():
-        target = dst._axes_of(d)
-        axes = sorted(axes, key=target.index)
-        new = tuple(state._axes_of(d)) + tuple(axes)
-        after = state._with(axes=tuple(new if x == d else state._axes_of(x) for x in state.dims),
-                            unreduced=tuple(a for a in state.unreduced if a not in axes))
-        steps.append(_step("ReduceScatter", axes, state, after, sizes, topo, dtype))
-        state = after
-    if to_reduce:
-        after = state._with(unreduced=tuple(a for a in state.unreduced if a not in to_reduce))
-        steps.append(_step("AllReduce", tuple(to_reduce), state, after, sizes, topo, dtype))
-        state = after
-    # 2. axes that split the wrong dimension: move them (AllToAll) when they are next in line, else gather them.
-    gather, moves = [], []
-    keep = {d: _prefix(state._axes_of(d), dst._axes_of(d)) for d in state.dims}
-    for d in state.dims:
-        for a in state._axes_of(d)[len(keep[d]):]:
-            target = [x for x in dst.dims if a in dst._axes_of(x) and x != d]
-            if target and dst._axes_of(target[0])[len(keep[target[0]]):][:1] == (a,):
-                moves.append((a, d, target[0]))
-                keep[target[0]] = keep[target[0]] + (a,)
-            else:
-                gather.append(a)
-    if gather:
-        after = state._with(axes=tuple(tuple(a for a in state._axes_of(d) if a not in gather) for d in state.dims))
-        steps.append(_step("AllGather", tuple(gather), state, after, sizes, topo, dtype))
-        state = after
-    for a, d, target in moves:
-        after = state._with(axes=tuple(
-            tuple(x for x in state._axes_of(e) if x != a) + ((a,) if e == target else ()) for e in state.dims))
-        steps.append(_step("AllToAll", (a,), state, after, sizes, topo, dtype))
-        state = after
-    # 3. what is left only narrows blocks: every device slices its own, no communication.
+    shape = tuple(sizes[d] for d in src.dims)
+    path = _search(src.axes, src.unreduced, dst.axes, dst.unreduced, tuple(src.mesh.items()), shape)
+    steps: list[Collective] = []
+    state = src._with(axes=_sliced(src.axes, src.unreduced, dst.axes), unreduced=src.unreduced)
+    for kind, axes, after_axes, after_unreduced in path:
+        after = state._with(axes=after_axes, unreduced=after_unreduced)
+        steps.append(_step(kind, axes, state, after, sizes, topo, dtype))
+        state = after._with(axes=_sliced(after.axes, after.unreduced, dst.axes))
+    if state.axes != dst.axes or set(state.unreduced) != set(dst.unreduced):
+        raise RuntimeError(f"scalelib internal error: the plan from {src} to {dst} ends at {state}; "
+                           f"please report it")
     _local(dst, sizes)
     return steps, dst
+
+
+def _sliced(axes, unreduced, target) -> tuple[tuple[str, ...], ...]:
+    """`axes` after each dimension whose axes lead its target's took the next free axes: a free slice."""
+    axes = list(axes)
+    used = {a for ax in axes for a in ax} | set(unreduced)
+    changed = True
+    while changed:
+        changed = False
+        for i, (have, want) in enumerate(zip(axes, target)):
+            if len(have) < len(want) and want[:len(have)] == have and want[len(have)] not in used:
+                axes[i] = have + (want[len(have)],)
+                used.add(want[len(have)])
+                changed = True
+    return tuple(axes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _search(axes, unreduced, target, target_unreduced, mesh_items, shape):
+    """The cheapest path of collectives from (`axes`, `unreduced`) to (`target`, `target_unreduced`).
+
+    Each step is (kind, mesh axes, axes after, unreduced after). Costs are exact integers: what a device
+    sends, in values times the devices of the mesh (so that every (N − 1)/N is whole).
+    """
+    mesh = dict(mesh_items)
+    total = math.prod(mesh.values())
+    size = lambda ax: math.prod(mesh[a] for a in ax)  # noqa: E731
+    block = lambda state: math.prod(n // size(ax) for n, ax in zip(shape, state))  # noqa: E731
+
+    def sent(values, group):  # values · (N − 1)/N, times the mesh's devices
+        return values * (group - 1) * (total // group)
+
+    def moves(state, unred):
+        lead = [_prefix(have, want) for have, want in zip(state, target)]
+        ready = [len(p) == len(have) for p, have in zip(lead, state)]  # its axes lead the target's
+        pending = [u for u in unred if u not in target_unreduced]
+        # partial sums: ReduceScatter onto the next axes a dimension takes; or AllReduce some of them
+        for i, want in enumerate(target):
+            if not ready[i]:
+                continue
+            nxt = want[len(state[i]):]
+            for k in range(1, len(nxt) + 1):
+                if not set(nxt[:k]) <= set(pending):
+                    break
+                after = tuple(ax + nxt[:k] if j == i else ax for j, ax in enumerate(state))
+                yield ("ReduceScatter", nxt[:k], after, tuple(u for u in unred if u not in nxt[:k]),
+                       sent(block(state), size(nxt[:k])))
+        for k in range(1, len(pending) + 1):
+            for group in itertools.combinations(pending, k):
+                yield ("AllReduce", group, state, tuple(u for u in unred if u not in group),
+                       2 * sent(block(state), size(group)))
+        # one AllGather of the trailing axes of any dimensions (never of the axes leading the target's)
+        spare = [range(len(have) - len(p) + 1) for p, have in zip(lead, state)]
+        for cut in itertools.product(*spare):
+            if any(cut):
+                after = tuple(have[:len(have) - k] for have, k in zip(state, cut))
+                gathered = tuple(a for have, k in zip(state, cut) for a in have[len(have) - k:])
+                yield "AllGather", gathered, after, unred, sent(block(after), size(gathered))
+        # one AllToAll: the trailing axes of dimension i become the next axes dimension j takes
+        for i, have in enumerate(state):
+            for k in range(1, len(have) - len(lead[i]) + 1):
+                moving = have[len(have) - k:]
+                for j, want in enumerate(target):
+                    nxt = want[len(state[j]):len(state[j]) + k]
+                    if j != i and ready[j] and len(nxt) == k and set(nxt) == set(moving):
+                        after = tuple(ax[:len(ax) - k] if m == i else ax + nxt if m == j else ax
+                                      for m, ax in enumerate(state))
+                        yield "AllToAll", nxt, after, unred, sent(block(state), size(moving))
+
+    def slice_(state, unred):
+        return _sliced(state, unred, target)
+
+    start = (slice_(axes, unreduced), unreduced)
+    goal = (target, frozenset(target_unreduced))
+    heap = [(0, 0, 0, start, ())]
+    best = {start: (0, 0)}
+    counter = itertools.count(1)
+    while heap:
+        cost, n, _, (state, unred), path = heapq.heappop(heap)
+        if (state, frozenset(unred)) == goal:
+            return path
+        if best.get((state, unred), (math.inf, math.inf)) < (cost, n):
+            continue
+        for kind, group, after, unred_after, price in moves(state, unred):
+            nxt = (slice_(after, unred_after), unred_after)
+            key = (cost + price, n + 1)
+            if key < best.get(nxt, (math.inf, math.inf)):
+                best[nxt] = key
+                heapq.heappush(heap, (*key, next(counter), nxt, path + ((kind, group, after, unred_after),)))
+    raise RuntimeError(f"scalelib internal error: no plan found from {axes}{{U{unreduced}}} to {target}; "
+                       f"please report it")
 
 
 # --- the matmul ------------------------------------------------------------------------------
@@ -534,10 +601,12 @@ def plan_reshard(expr, sizes, topology, *, dtype="bf16", mesh=None):
     """The collectives that change an array's sharding: ``"A[I_X, J] -> A[I, J]"`` is an AllGather over X.
 
     Partial sums are ReduceScattered onto the dimension that takes their axis
-    (AllReduced if none does); an axis leaving one dimension for another is an
-    AllToAll when it is the next to split that dimension; an axis dropped is an
-    AllGather (all of them in one, over several axes); an axis added only
-    narrows each device's block, which needs no communication.
+    (AllReduced if none does); axes leaving one dimension for another are one
+    AllToAll over their product when they are the next to split that dimension;
+    axes dropped are one AllGather over all of them; an axis added only narrows
+    each device's block, which needs no communication. Of the sequences of these
+    that reach the target, the plan is the one sending the fewest bytes per
+    device (then the fewest collectives), and it always ends at the target.
 
     Formula:
         T = Σ T_collective over the steps
