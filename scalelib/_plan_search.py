@@ -25,7 +25,8 @@ from ._derivation import Derivation, derivable
 from ._errors import InvalidValueError
 from ._models import model as _model
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_slice
-from ._training import REMAT, ParallelPlan, TrainingCost, _cost, _divisors, _plan_terms, _Setup, _setup
+from ._training import (DEFAULT_SCHEDULE, REMAT, ParallelPlan, TrainingCost, _cost, _divisors, _plan_terms,
+                        _schedule_ok, _Setup, _setup, _split_ok)
 from ._units import fmt
 from ._validate import count, flag, name as _name, shown
 
@@ -115,21 +116,16 @@ def _rules_numpy(s: _Setup, g: dict) -> np.ndarray:
     """Which plans keep the rules other than memory (the same as :func:`_rules_one`)."""
     d, f, t, p, e, sl = g["data"], g["fsdp"], g["tensor"], g["pipeline"], g["expert"], g["slices"]
     mb, sched, v = g["microbatches"], g["schedule"], g["virtual_stages"]
-    R = d * f * sl
-    ok = (f % e == 0) & (p * v <= s.L) & (R <= s.B)
-    ok &= (mb == 1) | (s.B / R / mb >= s.T)
-    ok &= (p > 1) | ((sched == 1) & (v == 1))
+    ok = (f % e == 0) & (p * v <= s.L) & _split_ok(s.B, s.T, d * f * sl, mb)
+    ok &= _schedule_ok(p, (sched == _CODE[DEFAULT_SCHEDULE]) & (v == 1))
     ok &= (sched != 2) | (mb % p == 0)
     return ok
 
 
 def _rules_one(s: _Setup, d, f, t, p, e, sl, mb, sched, v) -> bool:
-    R = d * f * sl
-    if f % e or p * v > s.L or R > s.B:
+    if f % e or p * v > s.L or not _split_ok(s.B, s.T, d * f * sl, mb):
         return False
-    if mb > 1 and s.B / R / mb < s.T:
-        return False
-    if p == 1 and (sched != 1 or v != 1):
+    if not _schedule_ok(p, sched == _CODE[DEFAULT_SCHEDULE] and v == 1):
         return False
     return not (sched == 2 and mb % p)
 
@@ -295,7 +291,8 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
 
     Args:
         model: a model name or a :class:`ModelSpec`.
-        B: tokens per step (the global batch, >= 1).
+        B: tokens per step (the global batch, >= seq_len; split over replicas and microbatches as in
+            :func:`training_cost`).
         topology: a :class:`TpuSlice` (one of `slices`) or a :class:`GpuCluster`.
         seq_len: T, tokens per sequence.
         slices: TPU slices joined over DCN (data parallelism across them).
@@ -396,11 +393,14 @@ def needs_pipeline(model, B, topology, *, seq_len, slices=1, threshold=1.05, **o
     return PipelineNeed(best, flat, speedup, speedup >= th)
 
 
-def _cluster_of(chips: int, chip):
-    """A GPU cluster of `chips` GPUs, or a TPU slice (cubes of 4x4x4, as even as can be) and how many slices."""
+def _cluster_of(chips: int, chip, *, arg="chip"):
+    """A GPU cluster of `chips` GPUs, or a TPU slice (cubes of 4x4x4, as even as can be) and how many slices.
+
+    `arg` is the caller's name for `chip`, for the errors.
+    """
     from ._specs import chip as _chip
 
-    spec = _chip(chip)
+    spec = _chip(chip, arg=arg)
     if spec.family == "gpu":
         g = spec._require("scale_up_domain", "a GPU cluster")
         if chips % g:
@@ -408,7 +408,7 @@ def _cluster_of(chips: int, chip):
         return gpu_cluster(chips // g, spec), 1
     pod, cube = spec._require("pod_shape", "a TPU slice"), spec.wraparound_cube
     if len(pod) != 3 or not cube:
-        raise InvalidValueError(f"`chip`: the crossover sweep builds 3D slices of {spec.name}; use a 3D TPU (v4p, v5p)")
+        raise InvalidValueError(f"`{arg}`: the crossover sweep builds 3D slices of {spec.name}; use a 3D TPU (v4p, v5p)")
     shape, left = [cube] * 3, chips // cube**3
     if chips % cube**3 or left & (left - 1):
         raise InvalidValueError(f"`sizes`: a {spec.name} slice here is a power of 2 of {cube}x{cube}x{cube} cubes, "
@@ -502,8 +502,10 @@ def plot_pipeline_crossover(model, B, sizes, chips, *, seq_len, ax=None, **optio
         usable = []
         for n in ns:
             try:
-                _cluster_of(n, name)
-            except InvalidValueError:
+                _cluster_of(n, name, arg="chips")
+            except InvalidValueError as err:
+                if str(err).startswith("`chips`"):  # the chip itself cannot make a cluster here
+                    raise
                 continue
             usable.append(n)
         if not usable:

@@ -52,6 +52,30 @@ from ._transformer import OPTIMIZER_STATES, REMAT, _mlp_params, forward_flops, p
 from ._units import fmt
 from ._validate import count, name as _name, number, positive, shown
 
+#: The schedule a plan without a pipeline keeps (it orders nothing there).
+DEFAULT_SCHEDULE = "1f1b"
+
+
+def _schedule_ok(pipeline, default_schedule):
+    """The rule for a pipeline schedule: one other than the default needs a pipeline (numbers or arrays).
+
+    Shared by :class:`ParallelPlan` and the plan search's rules.
+    """
+    return (pipeline > 1) | default_schedule
+
+
+def _split_ok(B, T, replicas, microbatches):
+    """The one rule for cutting a step's batch, shared by :func:`training_cost` and the plan search (numbers or arrays).
+
+    The B tokens of a step are split over the replicas (data·fsdp·slices) in space, then each replica's
+    share over its microbatches in time. A sequence may be split in space: a replica may hold part of
+    one (its tokens sharded along the sequence, the book's tokens per chip), at least one token. A
+    sequence is never split in time: with more than one microbatch each holds at least one whole
+    sequence of T tokens. (The batch itself holds at least one sequence: :func:`_setup` checks B >= T.)
+    """
+    return (replicas <= B) & ((microbatches == 1) | (B / replicas / microbatches >= T))
+
+
 #: The axes of a plan, in the order they nest on GPUs (innermost first), and their short names.
 AXES = ("tensor", "fsdp", "data", "pipeline", "slices")
 SHORT = {"data": "DP", "fsdp": "FSDP", "tensor": "TP", "pipeline": "PP", "expert": "EP", "slices": "DCN"}
@@ -64,8 +88,9 @@ class ParallelPlan:
     ``data·fsdp·tensor·pipeline`` chips make one slice (a TPU slice or a whole GPU cluster);
     ``slices`` copies of it join over DCN. ``expert`` experts' groups are carved out of the FSDP axis
     (it divides ``fsdp``). ``microbatches`` cut each replica's batch (pipeline microbatches, or
-    gradient accumulation without a pipeline); ``schedule`` is ``"gpipe"``, ``"1f1b"`` or
-    ``"interleaved"`` (with ``virtual_stages`` chunks per stage); ``remat`` is what the backward
+    gradient accumulation without a pipeline; more than one must each hold a whole sequence); ``schedule``
+    is ``"gpipe"``, ``"1f1b"`` or ``"interleaved"`` (with ``virtual_stages`` chunks per stage), and a
+    plan without a pipeline keeps the default ``"1f1b"`` with one chunk; ``remat`` is what the backward
     recomputes: ``"none"``, ``"dot_product"`` or ``"full"`` (see :func:`~scalelib.train_flops`).
 
     Chapter:
@@ -84,7 +109,7 @@ class ParallelPlan:
     expert: int = 1
     slices: int = 1
     microbatches: int = 1
-    schedule: str = "1f1b"
+    schedule: str = DEFAULT_SCHEDULE
     virtual_stages: int = 1
     remat: str = "full"
 
@@ -99,6 +124,11 @@ class ParallelPlan:
         if self.virtual_stages > 1 and self.schedule != "interleaved":
             raise InvalidValueError(f"`virtual_stages`: only the interleaved schedule splits a stage into chunks; "
                                     f"{self.schedule!r} takes virtual_stages=1, got {self.virtual_stages}")
+        if not _schedule_ok(self.pipeline, self.schedule == DEFAULT_SCHEDULE):
+            chunks = f" with virtual_stages={self.virtual_stages}" if self.virtual_stages > 1 else ""
+            raise InvalidValueError(f"`schedule`: {self.schedule!r}{chunks} orders the stages of a pipeline, and this "
+                                    f"plan has none (pipeline=1); leave `schedule` and `virtual_stages` at their "
+                                    f"defaults ({DEFAULT_SCHEDULE!r}, 1) or set pipeline > 1")
         if self.schedule == "interleaved" and self.microbatches % self.pipeline:
             raise InvalidValueError(f"`microbatches`: the interleaved schedule needs a multiple of pipeline = "
                                     f"{self.pipeline}, got {self.microbatches}")
@@ -279,6 +309,9 @@ def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", gra
     B_ = number("B", B, at_least=1)
     if np.ndim(B_) or np.ndim(T):
         raise InvalidValueError("`B` and `seq_len` must be single numbers (one batch, one sequence length)")
+    if B_ < T:
+        raise InvalidValueError(f"`B`: a batch of {B_:g} tokens is less than one sequence of seq_len = {T:g} tokens; "
+                                f"a step trains on whole sequences, so B must be at least seq_len")
     if not isinstance(topology, (TpuSlice, GpuCluster)):
         raise InvalidValueError(f"`topology` must be a TpuSlice (tpu_slice(...), tpu_pod(...)) or a GpuCluster "
                                 f"(gpu_cluster(...)), got {shown(topology)}")
@@ -431,13 +464,15 @@ def _check_plan(s: _Setup, plan, topology) -> ParallelPlan:
     if plan.expert > 1 and (not s.model.is_moe or s.E % plan.expert):
         raise InvalidValueError(f"`plan`: expert = {plan.expert} needs a mixture of experts whose E it divides; "
                                 f"{s.model.name} has " + (f"E = {s.E}" if s.model.is_moe else "no experts"))
-    if plan.replicas > s.B:
-        raise InvalidValueError(f"`plan`: {plan.replicas} replicas (data·fsdp·slices) is more than the batch's "
-                                f"{s.B:g} tokens")
-    if plan.microbatches > 1 and s.B / plan.replicas / plan.microbatches < s.T:
-        raise InvalidValueError(f"`plan`: {plan.microbatches} microbatches of a replica's {s.B / plan.replicas:g} "
-                                f"tokens hold {s.B / plan.replicas / plan.microbatches:g} tokens each, less than one "
-                                f"sequence ({s.T:g} tokens)")
+    if not _split_ok(s.B, s.T, plan.replicas, plan.microbatches):
+        if plan.replicas > s.B:
+            raise InvalidValueError(f"`plan`: {plan.replicas} replicas (data·fsdp·slices) is more than the batch's "
+                                    f"{s.B:g} tokens (`B`); each replica needs at least one token")
+        share = s.B / plan.replicas
+        raise InvalidValueError(
+            f"`plan`: microbatches = {plan.microbatches} cut a replica's {share:g} tokens into "
+            f"{share / plan.microbatches:g} each, less than one sequence (seq_len = {s.T:g} tokens); a sequence is "
+            f"never split over microbatches: use at most {max(int(share // s.T), 1)} (or a larger `B`)")
     return plan
 
 
@@ -452,8 +487,9 @@ def _cost(s: _Setup, plan: ParallelPlan) -> TrainingCost:
              for a, (x, y) in comms.items()}
     recompute = (fwd_c + bwd_c) * s.recompute[REMAT.index(plan.remat)] / (3.0 * s.fwd_flops + s.recompute[
         REMAT.index(plan.remat)])
+    # MFU <= efficiency <= 1 (the step is at least its compute at C); min() only drops rounding's last bit.
     return TrainingCost(plan, step, fwd_c + bwd_c, fwd, bwd, bubble, comms_s, bound, memory, s.hbm,
-                        3.0 * s.fwd_flops / (step * N * s.peak), s.B / N, recompute)
+                        min(3.0 * s.fwd_flops / (step * N * s.peak), 1.0), s.B / N, recompute)
 
 
 def _derive_cost(s: _Setup, cost: TrainingCost) -> Derivation:
@@ -483,7 +519,8 @@ def training_cost(model, B, plan, topology, *, seq_len, dtype="bf16", param_dtyp
 
     Args:
         model: a model name or a :class:`ModelSpec`.
-        B: tokens per step (the global batch, >= 1).
+        B: tokens per step (the global batch, at least one sequence: >= seq_len). The replicas split it in
+            tokens (one may hold part of a sequence); more than one microbatch must each hold whole sequences.
         plan: a :class:`ParallelPlan` whose data·fsdp·tensor·pipeline is the topology's chip count.
         topology: a :class:`TpuSlice` (each of ``plan.slices`` slices) or a :class:`GpuCluster`.
         seq_len: T, tokens per sequence.
@@ -563,7 +600,8 @@ def model_flops_utilization(model, B, step_time_s, topology, *, seq_len, slices=
     Args:
         model: a model name or a :class:`ModelSpec`.
         B: tokens per step (> 0).
-        step_time_s: the step's time (s, > 0), measured or predicted.
+        step_time_s: the step's time (s), measured or predicted: at least FLOPs_train / (N · C), the time of
+            the step's FLOPs with every chip at its peak (a shorter step would mean an MFU above 1).
         topology: a :class:`TpuSlice` or :class:`GpuCluster` (N: its chips, times `slices`).
         seq_len: T, tokens per sequence.
         slices: copies of the topology working together (TPU slices over DCN).
@@ -583,13 +621,25 @@ def model_flops_utilization(model, B, step_time_s, topology, *, seq_len, slices=
     """
     if not isinstance(topology, (TpuSlice, GpuCluster)):
         raise InvalidValueError(f"`topology` must be a TpuSlice or a GpuCluster, got {shown(topology)}")
+    B_ = positive("B", B)
     t = positive("step_time_s", step_time_s)
     n = count("slices", slices) * topology.num_chips
-    flops = explain(train_flops, model, seq_len=seq_len, tokens=B)
+    flops = explain(train_flops, model, seq_len=seq_len, tokens=B_)
     C = explain(topology.spec.peak_flops_per_s, dtype=dtype)
+    # The smallest possible step: its FLOPs with every chip at its peak the whole time (MFU 1).
+    T_step, work = (np.ravel(a) for a in np.broadcast_arrays(np.asarray(t, dtype=float), np.asarray(flops.value)))
+    fastest = work / (n * C.value)
+    short = np.flatnonzero(T_step < fastest * (1 - 1e-12))
+    if short.size:
+        i = short[0]
+        raise InvalidValueError(
+            f"`step_time_s`: a step of {T_step[i]:.6g} s is shorter than the smallest possible, {fastest[i]:.6g} s "
+            f"({q(work[i], 'FLOP')} on {n} chips at their {dtype_name(dtype)} peak): the MFU would exceed 1; "
+            f"give step_time_s >= {fastest[i]:.6g}")
+    # Rounding alone can put a step of exactly the smallest time a hair above 1.
     return Derivation("MFU", "FLOPs_train / (T_step · N · C)",
                       lambda: f"{q(flops.value, 'FLOP')} / ({q(t, 's')} · {n} · {q(C.value, 'FLOP/s')})",
-                      plain(np.asarray(flops.value) / (np.asarray(t) * n * C.value)),
+                      plain(np.minimum(np.asarray(flops.value) / (np.asarray(t) * n * C.value), 1.0)),
                       "", (flops,), where=("N: chips; C: a chip's peak FLOP/s",))
 
 
