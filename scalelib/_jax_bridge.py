@@ -166,11 +166,21 @@ _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([<=\d,]*)\]")
 _OP = re.compile(r"([A-Za-z][\w\-]*)\(")
 
 
+#: HLO's element types (XLA's PrimitiveType names) and their bits per value.
+HLO_DTYPES = {"pred": 8, "s2": 2, "s4": 4, "s8": 8, "s16": 16, "s32": 32, "s64": 64, "u2": 2, "u4": 4, "u8": 8,
+              "u16": 16, "u32": 32, "u64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64, "c64": 64, "c128": 128,
+              "f4e2m1fn": 4, "f8e3m4": 8, "f8e4m3": 8, "f8e4m3fn": 8, "f8e4m3fnuz": 8, "f8e4m3b11fnuz": 8,
+              "f8e5m2": 8, "f8e5m2fnuz": 8, "f8e8m0fnu": 8}
+
+
 def _bits(dtype: str) -> int:
-    if dtype == "pred":
-        return 8
-    m = re.match(r"[a-z]+?(\d+)", dtype)
-    return int(m.group(1)) if m else 0
+    """Bits per value of an HLO element type; 0 for one HLO does not have."""
+    return HLO_DTYPES.get(dtype, 0)
+
+
+def _unknown_dtype(arg: str, dtype: str, text: str) -> InvalidValueError:
+    return InvalidValueError(f"`{arg}`: unknown HLO element type {dtype!r} in {shown(text)}; expected one of "
+                             f"{', '.join(HLO_DTYPES)}")
 
 
 def _arrays(text: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -248,11 +258,20 @@ def _operands(text: str) -> list[str]:
 
 
 def _iota(dims: str, reshape: str, perm: str | None) -> np.ndarray:
-    reshape_dims = [int(d) for d in reshape.split(",")]
-    ids = np.arange(math.prod(reshape_dims)).reshape(reshape_dims)
-    if perm:
-        ids = ids.transpose([int(p) for p in perm.split(",")])
-    return ids.reshape([int(d) for d in dims.split(",")]) if dims else ids.reshape(-1)
+    """The device ids of XLA's iota form ``[dims]<=[reshape]T(perm)``, checked (a bad one names `hlo_text`)."""
+    text = (f"[{dims}]" if dims else "") + f"<=[{reshape}]" + (f"T({perm})" if perm else "")
+    reshape_dims = [int(d) for d in reshape.split(",") if d]
+    order = [int(p) for p in perm.split(",") if p] if perm else list(range(len(reshape_dims)))
+    shape = [int(d) for d in dims.split(",") if d] if dims else [-1]
+    why = ("a device count of 0" if 0 in reshape_dims or 0 in shape else
+           f"T({perm}) is not an order of the {len(reshape_dims)} dimensions" if sorted(order) != list(
+               range(len(reshape_dims))) else
+           f"{'x'.join(map(str, shape))} groups do not hold the {math.prod(reshape_dims)} devices"
+           if dims and math.prod(shape) != math.prod(reshape_dims) else "")
+    if why:
+        raise InvalidValueError(f"`hlo_text`: cannot read the replica groups {text} ({why}); XLA writes "
+                                f"[groups,size]<=[devices], e.g. [2,4]<=[8] or [4,2]<=[2,4]T(1,0)")
+    return np.arange(math.prod(reshape_dims)).reshape(reshape_dims).transpose(order).reshape(shape)
 
 
 def _mesh_groups(text: str):
@@ -393,6 +412,7 @@ def parse_collectives(hlo_text, *, mesh=None):
             continue
         operands = []
         for part in _operands(operand_text):
+            part = re.sub(r"/\*.*?\*/", "", part).strip()  # XLA numbers long lists: /*index=5*/%x
             inline = _arrays(part.rsplit("%", 1)[0]) if "%" in part else _arrays(part)
             ref = part.split()[-1].lstrip("%") if part.split() else ""
             operands += inline or types.get(ref, [])
@@ -412,6 +432,9 @@ def parse_collectives(hlo_text, *, mesh=None):
         else:
             groups = _replica_groups(attrs, n_devices) or ()
             axes = _axes_of_groups(groups, names, sizes)
+        for dt, _ in counted:
+            if _bits(dt) == 0:
+                raise _unknown_dtype("hlo_text", dt, f"{name} = {type_text} {op}(...)")
         shape = counted[0][1] if len(counted) == 1 else tuple(dims for _, dims in counted)
         dtype = ",".join(dict.fromkeys(dt for dt, _ in counted))
         found.append(CompiledCollective(kind, axes, shape, dtype, _nbytes(counted), groups,

@@ -35,7 +35,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ._errors import InvalidValueError
-from ._jax_bridge import _arrays, _balanced, _bits, _instruction, _joined_lines, _operands, parse_collectives
+from ._jax_bridge import (_arrays, _balanced, _bits, _instruction, _joined_lines, _operands, _unknown_dtype,
+                          parse_collectives)
 from ._units import fmt
 from ._validate import count, flag, shown
 
@@ -152,11 +153,17 @@ def hlo_array(text):
     if not isinstance(text, str):
         raise InvalidValueError(f"`text` must be an HLO array type such as 'f32[3,5]{{1,0}}', got {shown(text)}")
     m = _TYPE.match(text)
-    if not m or _bits(m.group(1)) == 0:
+    if not m:
         raise InvalidValueError(f"`text` must be one HLO array type such as 'bf16[8,128]{{1,0:T(8,128)(2,1)}}', "
                                 f"got {shown(text)}")
     dtype = m.group(1)
-    shape = tuple(int(d.replace("<=", "")) for d in m.group(2).replace(" ", "").split(",") if d)
+    if _bits(dtype) == 0:
+        raise _unknown_dtype("text", dtype, text)
+    dims = m.group(2).replace(" ", "")
+    if dims and not re.fullmatch(r"(?:<=)?\d+(?:,(?:<=)?\d+)*", dims):
+        raise InvalidValueError(f"`text`: the shape [{m.group(2)}] must be sizes separated by commas, such as "
+                                f"[3,5] (or [] for a scalar), got {shown(text)}")
+    shape = tuple(int(d.replace("<=", "")) for d in dims.split(",") if d)
     layout = (m.group(3) or "")[1:-1]
     order_text, _, extra = layout.partition(":")
     try:
@@ -658,6 +665,17 @@ def _trace_file(path) -> str:
     return path
 
 
+def _reset_profiler() -> None:
+    """Mark JAX's profiler stopped after a failed stop_trace (which leaves it marked running)."""
+    try:
+        from jax._src import profiler
+
+        with profiler._profile_state.lock:
+            profiler._profile_state.reset()
+    except (ImportError, AttributeError):  # another JAX: nothing more to do
+        pass
+
+
 def capture_trace(fn, *args, logdir=None, repeats=3):
     """Run ``jax.jit(fn)(*args)`` `repeats` times under the JAX profiler and write the trace to `logdir`.
 
@@ -695,6 +713,12 @@ def capture_trace(fn, *args, logdir=None, repeats=3):
     elif not isinstance(logdir, (str, os.PathLike)) or isinstance(logdir, bytes) or not os.fspath(logdir):
         raise InvalidValueError(f"`logdir` must be a folder's path (a str), got {shown(logdir)}")
     logdir = os.fspath(logdir)
+    parent = os.path.abspath(logdir)
+    while not os.path.exists(parent) and os.path.dirname(parent) != parent:
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        where = "is a file" if parent == os.path.abspath(logdir) else f"lies under {parent!r}, a file"
+        raise InvalidValueError(f"`logdir` must be a folder (new or existing), got {logdir!r}, which {where}")
     import jax
 
     jitted = jax.jit(fn)
@@ -705,11 +729,19 @@ def capture_trace(fn, *args, logdir=None, repeats=3):
                                 f"({type(err).__name__}: {_first_line(err)})") from None
     before = set(glob.glob(os.path.join(logdir, "**", "*.trace.json.gz"), recursive=True))
     try:
-        with jax.profiler.trace(logdir):
-            for _ in range(repeats):
-                jax.block_until_ready(jitted(*args))
+        jax.profiler.start_trace(logdir)
     except RuntimeError as err:  # e.g. a trace already running: the profiler records one at a time
         raise InvalidValueError(f"`logdir`: the JAX profiler could not record a trace ({_first_line(err)})") from None
+    try:
+        for _ in range(repeats):
+            jax.block_until_ready(jitted(*args))
+    finally:  # whatever happens, the profiler stops: a later capture_trace can start it again
+        try:
+            jax.profiler.stop_trace()
+        except RuntimeError as err:  # it could not write the trace, and JAX still counts it as running
+            _reset_profiler()
+            raise InvalidValueError(f"`logdir`: the JAX profiler could not write a trace under {logdir!r} "
+                                    f"({_first_line(err)})") from None
     written = set(glob.glob(os.path.join(logdir, "**", "*.trace.json.gz"), recursive=True)) - before
     if not written:
         raise InvalidValueError(f"`logdir`: the profiler wrote no .trace.json.gz under {logdir!r}")

@@ -264,6 +264,18 @@ def test_all_gather_and_reduce_scatter_count_the_same_bytes_as_transposes():
     assert parse_collectives(gather)[0].nbytes == parse_collectives(scatter)[0].nbytes == 64 * 128 * 4
 
 
+def test_operands_after_xlas_index_comments_are_counted():
+    # regression (issue 18): in a long operand list XLA writes /*index=5*/ before the sixth; that operand was lost,
+    # so an 8-way all-to-all counted 7/8 of its bytes
+    names = [f"%p{i}" for i in range(8)]
+    params = "\n".join(f"{n} = f32[8,16]{{1,0}} parameter({i})" for i, n in enumerate(names))
+    text = (params + "\n%a2a = (" + ", ".join(["f32[8,16]{1,0}"] * 5 + ["/*index=5*/f32[8,16]{1,0}"] + ["f32[8,16]{1,0}"] * 2)
+            + ") all-to-all(" + ", ".join(names[:5] + ["/*index=5*/" + names[5]] + names[6:])
+            + "), channel_id=1, replica_groups=[1,8]<=[8]")
+    (c,) = parse_collectives(text, mesh={"X": 8})
+    assert (c.kind, c.axes, c.nbytes) == ("all-to-all", ("X",), 8 * 8 * 16 * 4)
+
+
 def test_text_without_collectives_gives_none():
     assert parse_collectives("HloModule m\nENTRY e {\n  ROOT %p = f32[4]{0} parameter(0)\n}") == []
 
@@ -297,8 +309,23 @@ def test_text_without_collectives_gives_none():
     (lambda: sl.compiled_collectives("matmul"), r"`fn` must be a function of JAX arrays, got 'matmul'"),
     (lambda: sl.parse_collectives(b"HloModule"),
      r"`hlo_text` must be the text of an HLO module (a str), got b'HloModule'"),
+    # regressions (issue 18): numpy's reshape error on iota groups that do not hold the devices; q7 taken as 7 bits
+    (lambda: sl.parse_collectives("%ar = f32[4]{0} all-reduce(f32[4]{0} %p), replica_groups=[3,3]<=[8]"),
+     r"`hlo_text`: cannot read the replica groups [3,3]<=[8] (3x3 groups do not hold the 8 devices); XLA writes "
+     r"[groups,size]<=[devices], e.g. [2,4]<=[8] or [4,2]<=[2,4]T(1,0)"),
+    (lambda: sl.hlo_summary("%ar = f32[4]{0} all-reduce(f32[4]{0} %p), replica_groups=[3,3]<=[8]"),
+     r"`hlo_text`: cannot read the replica groups [3,3]<=[8] (3x3 groups do not hold the 8 devices); XLA writes "
+     r"[groups,size]<=[devices], e.g. [2,4]<=[8] or [4,2]<=[2,4]T(1,0)"),
+    (lambda: sl.parse_collectives("%ar = f32[4]{0} all-reduce(f32[4]{0} %p), replica_groups=[2,4]<=[2,4]T(0,0)"),
+     r"`hlo_text`: cannot read the replica groups [2,4]<=[2,4]T(0,0) (T(0,0) is not an order of the 2 "
+     r"dimensions); XLA writes [groups,size]<=[devices], e.g. [2,4]<=[8] or [4,2]<=[2,4]T(1,0)"),
+    (lambda: sl.parse_collectives("%ar = q7[4]{0} all-reduce(q7[4]{0} %p), replica_groups={{0,1}}"),
+     r"`hlo_text`: unknown HLO element type 'q7' in 'ar = q7[4]{0} all-reduce(...)'; expected one of pred, s2, "
+     r"s4, s8, s16, s32, s64, u2, u4, u8, u16, u32, u64, f16, bf16, f32, f64, c64, c128, f4e2m1fn, f8e3m4, "
+     r"f8e4m3, f8e4m3fn, f8e4m3fnuz, f8e4m3b11fnuz, f8e5m2, f8e5m2fnuz, f8e8m0fnu"),
 ], ids=["zero-axis", "axis-twice", "names-short", "names-str", "4-axes", "spec-axis-twice", "unknown-axis",
-        "spec-length", "spec-entry", "not-divisible", "shapes-J", "dtype", "fn", "hlo-bytes"])
+        "spec-length", "spec-entry", "not-divisible", "shapes-J", "dtype", "fn", "hlo-bytes", "iota-3x3-of-8",
+        "summary-iota-3x3-of-8", "iota-bad-transpose", "dtype-q7"])
 def test_bad_input_is_a_scalelib_error_that_names_the_argument(call, message):
     with pytest.raises(sl.InvalidValueError) as err:
         call()

@@ -76,6 +76,10 @@ def test_exercise_9_1_rounds_both_dimensions_to_the_tile():
     ("tensor<3x5xf32>", r"^`text` must be one HLO array type such as"),
     ("f32[3,5]{1,0:T(0,2)}", r"^`text`: each tile must be whole numbers >= 1"),
     (3, r"^`text` must be an HLO array type such as 'f32\[3,5\]\{1,0\}', got 3$"),
+    # regressions (issue 18): an empty size was dropped, f32[3,,5] read as (3, 5); an unknown type read as 7 bits
+    ("f32[3,,5]", r"^`text`: the shape \[3,,5\] must be sizes separated by commas, such as \[3,5\]"),
+    ("f32[,5]", r"^`text`: the shape \[,5\] must be sizes separated by commas"),
+    ("q7[3,5]", r"^`text`: unknown HLO element type 'q7' in 'q7\[3,5\]'; expected one of pred, s2, .*, bf16, f32, "),
 ])
 def test_a_type_hlo_does_not_write_is_a_scalelib_error(text, message):
     with pytest.raises(sl.InvalidValueError, match=message):
@@ -254,6 +258,36 @@ def test_a_captured_trace_holds_each_run_of_each_kernel_the_hlo_names(tmp_path):
     assert ax.get_xlabel() == "time since the trace began (ms)" and ax.get_ylabel() == "thread"
     assert {t.get_text() for t in ax.get_legend().get_texts()} >= {f"XLA op: {n}" for n in names}
     plt.close("all")
+
+
+def test_a_failed_capture_leaves_the_profiler_stopped_so_the_next_capture_works(tmp_path):
+    # regression (issue 18): a file as `logdir` failed, but left JAX's profiler started, and every later
+    # capture_trace in the process failed with "Profile has already been started"
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("")
+    with pytest.raises(sl.InvalidValueError, match=r"^`logdir` must be a folder \(new or existing\), got '.*"
+                                                   r"not-a-folder', which is a file$"):
+        sl.capture_trace(jnp.sin, jnp.ones(8), logdir=a_file, repeats=1)
+    with pytest.raises(sl.InvalidValueError, match=r"which lies under '.*not-a-folder', a file$"):
+        sl.capture_trace(jnp.sin, jnp.ones(8), logdir=a_file / "sub", repeats=1)
+    assert sl.capture_trace(jnp.sin, jnp.ones(8), logdir=tmp_path / "trace", repeats=1).endswith(".trace.json.gz")
+
+
+def test_a_profiler_that_cannot_write_its_trace_is_stopped_all_the_same(tmp_path, monkeypatch):
+    # JAX's stop_trace leaves the profiler marked running when it cannot write (as with a file for a folder)
+    real_stop = jax.profiler.stop_trace
+
+    def stop_then_fail():
+        real_stop()
+        jax.profiler.start_trace(str(tmp_path / "left-running"))  # what a failed export leaves behind
+        raise RuntimeError("FAILED_PRECONDITION: could not write")
+
+    monkeypatch.setattr(jax.profiler, "stop_trace", stop_then_fail)
+    with pytest.raises(sl.InvalidValueError, match=r"^`logdir`: the JAX profiler could not write a trace under "
+                                                   r"'.*' \(FAILED_PRECONDITION: could not write\)$"):
+        sl.capture_trace(jnp.sin, jnp.ones(8), logdir=tmp_path / "first", repeats=1)
+    monkeypatch.setattr(jax.profiler, "stop_trace", real_stop)
+    assert sl.capture_trace(jnp.sin, jnp.ones(8), logdir=tmp_path / "second", repeats=1).endswith(".trace.json.gz")
 
 
 def test_a_prediction_is_chapter_1s_roofline_of_xlas_count():
