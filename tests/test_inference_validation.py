@@ -1,37 +1,61 @@
 """scalelib against published inference figures: the book's own serving estimates, and NVIDIA's measured
 NIM and TensorRT-LLM numbers for 70B LLaMA models on H100s (scalelib/data/inference_results.toml).
 
-scalelib is a roofline, so on a measurement its times must come out lower and its throughputs higher
-than reported; each error is held within the bound it has today, so a change that makes a prediction
-worse fails here."""
+Each prediction / published ratio is held inside a two-sided band, for a reason given figure by figure:
+
+* the book's two figures are a roofline worked by hand, as scalelib's is: they must agree up to the book's
+  rounding (and, for the prefill, the causal attention FLOPs scalelib adds to the book's 2·P·T);
+* the measurements are bounded by the roofline, which runs HBM and the matmuls at their peak: a measured
+  time is longer than predicted (ratio < 1), a measured throughput lower (ratio > 1). The band says by how
+  much, from what the published kernels reach: decode at batch 1 reads the weights at ~55-60% of HBM
+  bandwidth, prefill runs at ~30-50% of the fp8 peak, an early TensorRT-LLM release at a third of the bound.
+
+A band is today's ratio ± about 10%: a change to the model that makes a prediction a tenth more optimistic
+(a term dropped) or more pessimistic (a term doubled) leaves it and fails here. The published figures are
+read here from the data file itself."""
+
+import tomllib
+from pathlib import Path
 
 import pytest
 
 import scalelib as sl
 
-#: |predicted / reported − 1| of each figure today, rounded up: a prediction may get better, not worse.
-BOUNDS = {
-    "book-v5e-4x2-step": 0.02,       # the book's own hand roofline: 17.3 ms against its 17 ms
-    "book-v5e-4x4-prefill": 0.09,    # scalelib counts causal attention's FLOPs, the book only 2·P·T
-    "nim-h100x2-itl": 0.43,          # the decode kernels reach ~57% of HBM bandwidth at batch 1
-    "nim-h100x2-ttft": 0.55,         # prefill at ~45% of the fp8 peak, against scalelib's 100%
-    "nim-h100x2-c50": 0.74,          # both of the above, plus scheduling prefills among decodes
-    "trtllm-h100x4-b64": 2.02,       # an early release (0.5.0): a third of the roofline
-    "trtllm-h100x4-ttft": 0.67,      # a 2048-token prefill over 4 GPUs: small matmuls, all-reduces left out
+#: the published figures, read independently of scalelib's loader
+PUBLISHED = {r["name"]: r for r in tomllib.loads(
+    (Path(sl.__file__).parent / "data" / "inference_results.toml").read_text())["result"]}
+
+#: prediction / published: (lowest, highest) accepted, and why
+BANDS = {
+    "book-v5e-4x2-step": (0.98, 1.04),     # the book's own roofline: 17.3 ms, which it rounds to 17 ms
+    "book-v5e-4x4-prefill": (1.06, 1.11),  # 2·P·T is 0.918 s (the book: 0.91), causal attention adds 7.5%
+    "nim-h100x2-itl": (0.52, 0.63),        # decode at batch 1 reads HBM at ~57% of its peak; TP 2's all-reduces
+    "nim-h100x2-ttft": (0.41, 0.50),       # a 5000-token prefill at ~45% of the fp8 peak
+    "nim-h100x2-c50": (1.56, 1.91),        # both of the above, plus prefills scheduled among the decodes
+    "trtllm-h100x4-b64": (2.71, 3.32),     # an early release (0.5.0): a third of the roofline
+    "trtllm-h100x4-ttft": (0.30, 0.37),    # a 2048-token prefill over 4 GPUs: small matmuls, all-reduces left out
 }
 
 
-def test_every_published_figure_has_a_bound_and_a_source():
+def test_every_published_figure_has_a_band_and_a_source():
     results = sl.inference_results()
-    assert {r.name for r in results} == set(BOUNDS)
+    assert {r.name for r in results} == set(BANDS) == set(PUBLISHED)
     assert len([r for r in results if r.measured]) >= 3
     for r in results:
         assert r.url.startswith("https://") and r.source and r.date and r.config
+        assert r.reported == PUBLISHED[r.name]["reported"] and r.measured == PUBLISHED[r.name]["measured"]
+    for name, (lo, hi) in BANDS.items():
+        assert lo < hi <= lo * 1.25
+        if PUBLISHED[name]["measured"]:  # a roofline's band lies wholly on its side of the measurement
+            assert hi < 1 if PUBLISHED[name]["quantity"] != "output_tokens_per_s" else lo > 1
 
 
-@pytest.mark.parametrize("name", sorted(BOUNDS))
-def test_prediction_error_stays_within_its_bound(name):
-    assert abs(sl.prediction_error(name)) <= BOUNDS[name]
+@pytest.mark.parametrize("name", sorted(BANDS))
+def test_the_prediction_over_the_published_figure_stays_in_its_band(name):
+    ratio = float(sl.predict_inference_result(name)) / PUBLISHED[name]["reported"]
+    lo, hi = BANDS[name]
+    assert lo <= ratio <= hi, f"{name}: predicted / published = {ratio:.3f}, outside [{lo}, {hi}]"
+    assert sl.prediction_error(name) == pytest.approx(ratio - 1, rel=1e-9)
 
 
 @pytest.mark.parametrize("name", [r.name for r in sl.inference_results() if r.measured])

@@ -2,45 +2,79 @@
 Megatron-LM's GPT models on A100s, PaLM 540B on TPU v4 (scalelib/data/training_runs.toml).
 
 The cost model runs every chip at its peak and overlaps communication wherever compute covers it, so its
-utilisation is an upper bound that every measured run must fall below; each error is held within the bound
-it has today, so a change that makes a prediction worse fails here."""
+utilisation is an upper bound that every measured run falls below. How far below is not arbitrary, and each
+run's prediction / published ratio is held inside a two-sided band:
+
+* the lower edge: no kernel reaches its chip's peak. Large bf16 matmuls reach some 75-80% of it on A100s and
+  H100s (and TPU v4), so a run at the bound's own plan could at best come within 1 / 0.8 = 1.25 of it; a
+  ratio that falls towards 1 means the model became pessimistic (a term counted twice, a bubble too big,
+  a plan refused for memory it does not need);
+* the upper edge: these are tuned record runs; what separates them from the bound is listed run by run below
+  (kernels below peak, exposed communication, the optimizer step, the embeddings and the loss outside the
+  pipeline's stages), and together it accounts for today's ratio within a few percent. A ratio that grows
+  past the band means the model became optimistic: a term dropped or halved, a bubble forgotten.
+
+Each band is today's ratio ± 8% (about the spread of the per-run losses the papers give), so a change of the
+cost model that moves a published prediction by a tenth fails here and has to come with a new band and a
+reason. The figures it is compared with are read here from the data file itself."""
+
+import tomllib
+from pathlib import Path
 
 import pytest
 
 import scalelib as sl
 
-#: predicted / reported − 1 of each run today, rounded up: a prediction may get better, not worse.
-BOUNDS = {
-    "llama3-405b-8k-h100": 0.54,     # 66% predicted against 43%: kernels below peak, remat where Meta had none
-    "llama3-405b-16k-h100": 0.47,    # 60% against 41%
-    "megatron-1t-a100": 0.82,        # 94% against 52%: 512 microbatches hide the bubble; kernels do not reach peak
-    "megatron-530b-a100": 0.70,      # 88% against 52%
-    "megatron-146b-a100": 1.02,      # 95% against 47%
-    "palm-540b-tpu-v4": 0.63,        # 75% against 46.2%: one pod, TP over 12 chips with its activations
+#: the published figures, read independently of scalelib's loader
+PUBLISHED = {r["name"]: r for r in tomllib.loads(
+    (Path(sl.__file__).parent / "data" / "training_runs.toml").read_text())["run"]}
+
+#: prediction / published utilisation: (lowest, highest) accepted, and why the ratio is there
+BANDS = {
+    # 66% predicted against Meta's 43% MFU: H100 kernels at ~75% of the 989 TFLOP/s peak (x1.33), the rest
+    # the pipeline's uneven first and last stages (embeddings, loss) and communication the bound hides
+    "llama3-405b-8k-h100": (1.42, 1.66),
+    # 60% against 41%: as above, with half the batch per data-parallel group, so a larger bubble on both sides
+    "llama3-405b-16k-h100": (1.35, 1.57),
+    # 94% against 52% of peak (HFU): 512 microbatches hide the bubble in the bound; Megatron's A100 kernels
+    # ran at ~65-70% of the 312 TFLOP/s peak, and TP's all-reduces inside the layer were not overlapped
+    "megatron-1t-a100": (1.67, 1.95),
+    # 88% against 52%: as the 1T model, with fewer microbatches per stage (35 stages)
+    "megatron-530b-a100": (1.56, 1.83),
+    # 95% against 47%: the smallest model's matmuls (D = 12,288, TP 8) run furthest below peak
+    "megatron-146b-a100": (1.86, 2.18),
+    # 75% against 46.2%: TP over 12 chips of one pod, whose activations' collectives PaLM does not fully hide
+    "palm-540b-tpu-v4": (1.50, 1.76),
 }
 
 
-def test_every_run_has_a_bound_a_source_and_at_least_three_publishers():
+def test_every_run_has_a_band_a_source_and_at_least_three_publishers():
     runs = sl.training_runs()
-    assert {r.name for r in runs} == set(BOUNDS)
+    assert {r.name for r in runs} == set(BANDS) == set(PUBLISHED)
     assert len({r.url for r in runs}) >= 3
     for r in runs:
         assert r.url.startswith("https://arxiv.org/") and r.source and r.date and r.config
         assert r.quantity in ("mfu", "hfu") and 0 < r.reported < 1
+        assert r.reported == PUBLISHED[r.name]["reported"]
         assert r.checked, f"{r.name}: say where its figures were read"
+    for lo, hi in BANDS.values():
+        assert 1.25 <= lo < hi <= lo * 1.2  # above what peak-speed kernels allow, and no wider than ±10%
 
 
-@pytest.mark.parametrize("name", sorted(BOUNDS))
-def test_prediction_error_stays_within_its_bound(name):
-    assert abs(sl.training_prediction_error(name)) <= BOUNDS[name]
+@pytest.mark.parametrize("name", sorted(BANDS))
+def test_the_prediction_over_the_published_figure_stays_in_its_band(name):
+    ratio = sl.predict_training_run(name) / PUBLISHED[name]["reported"]
+    lo, hi = BANDS[name]
+    assert lo <= ratio <= hi, f"{name}: predicted / published = {ratio:.3f}, outside [{lo}, {hi}]"
+    assert sl.training_prediction_error(name) == pytest.approx(ratio - 1, rel=1e-9)
 
 
-@pytest.mark.parametrize("name", sorted(BOUNDS))
+@pytest.mark.parametrize("name", sorted(BANDS))
 def test_no_published_run_beats_the_cost_models_bound(name):
-    assert sl.predict_training_run(name) > next(r for r in sl.training_runs() if r.name == name).reported
+    assert sl.predict_training_run(name) > PUBLISHED[name]["reported"]
 
 
-@pytest.mark.parametrize("name", sorted(BOUNDS))
+@pytest.mark.parametrize("name", sorted(BANDS))
 def test_the_published_axes_are_kept_and_the_plan_fits(name):
     r = next(r for r in sl.training_runs() if r.name == name)
     cost = sl.published_plan_cost(r)
