@@ -29,37 +29,37 @@ from ._specs import ChipSpec, bytes_per_value, chip as _chip, dtype_name
 from ._topology import GpuCluster, TpuSlice
 from ._transformer import forward_flops, kv_cache_bytes, params as _params
 from ._units import fmt
-from ._validate import count, flag, nonnegative, number, positive, shown
+from ._validate import count, flag, nonnegative, number, positive, share, shown
 
 
 # --- what is served, and on what ------------------------------------------------------------------
 
 
-def _hardware(topology, num_chips) -> tuple[ChipSpec, int, str]:
-    """(chip spec, chips, text) of a slice, a cluster, or `num_chips` chips of one kind."""
+def _hardware(topology, num_chips, *, arg="topology") -> tuple[ChipSpec, int, str]:
+    """(chip spec, chips, text) of a slice, a cluster, or `num_chips` chips of one kind (`arg`: the caller's name)."""
     if isinstance(topology, (TpuSlice, GpuCluster)):
         if num_chips is not None:
             raise InvalidValueError(f"`num_chips`: {topology!r} already has {topology.num_chips} chips; give "
                                     f"`num_chips` only with a chip name (e.g. 'h100', num_chips=2)")
         return topology.spec, topology.num_chips, repr(topology)
     if isinstance(topology, (str, ChipSpec)):
-        spec = _chip(topology, arg="topology")
+        spec = _chip(topology, arg=arg)
         n = 1 if num_chips is None else count("num_chips", num_chips)
         return spec, n, f"{n} x {spec.name}"
-    raise InvalidValueError(f"`topology` must be a TpuSlice (tpu_slice(...)), a GpuCluster (gpu_cluster(...)) or "
+    raise InvalidValueError(f"`{arg}` must be a TpuSlice (tpu_slice(...)), a GpuCluster (gpu_cluster(...)) or "
                             f"a chip name such as 'h100' (with num_chips=...), got {shown(topology)}")
 
 
 class _Served:
     """A model as inference sees it: parameter counts, and the KV bytes one token adds."""
 
-    def __init__(self, model, kv_bytes_per_token, kv_dtype, *, arg="model"):
+    def __init__(self, model, kv_bytes_per_token, kv_dtype, *, arg="model", kv_arg="kv_bytes_per_token"):
         if isinstance(model, (str, ModelSpec)):
             self.spec = _model(model, arg=arg)
             self.name = self.spec.name
             if kv_bytes_per_token is not None:
-                raise InvalidValueError(f"`kv_bytes_per_token`: {self.name}'s KV cache follows from its shape and "
-                                        f"`kv_dtype`; give `kv_bytes_per_token` only with a parameter count")
+                raise InvalidValueError(f"`{kv_arg}`: {self.name}'s KV cache follows from its shape and "
+                                        f"`kv_dtype`; give `{kv_arg}` only with a parameter count as `{arg}`")
             self.total = explain(_params, self.spec)
             self.active = explain(_params, self.spec, active=True) if self.spec.is_moe else self.total
             self.kv = explain(kv_cache_bytes, self.spec, dtype=kv_dtype)
@@ -70,11 +70,11 @@ class _Served:
         count_ = number(arg, model, positive=True)
         self.spec, self.name = None, f"the {fmt(count_, '')}-parameter model"
         if kv_bytes_per_token is None:
-            raise InvalidValueError(f"`kv_bytes_per_token`: a model given as a parameter count ({shown(model)}) "
+            raise InvalidValueError(f"`{kv_arg}`: a model given as a parameter count (`{arg}` = {shown(model)}) "
                                     f"needs the bytes its KV cache stores per token (0 to leave the cache out)")
-        kv = nonnegative("kv_bytes_per_token", kv_bytes_per_token)
+        kv = nonnegative(kv_arg, kv_bytes_per_token)
         if np.ndim(kv):
-            raise InvalidValueError(f"`kv_bytes_per_token` must be one number of bytes, got {shown(kv_bytes_per_token)}")
+            raise InvalidValueError(f"`{kv_arg}` must be one number of bytes, got {shown(kv_bytes_per_token)}")
         self.total = self.active = Derivation("P", "given", "", count_, "params", where=("P: parameters",))
         self.kv = Derivation("kv", "given", "", kv, "B", where=("kv: KV-cache bytes per token",))
 
@@ -85,10 +85,14 @@ class _Served:
                           where=(f"P: parameters of {self.name}; w: bytes per weight",))
 
 
-def _dtypes(weight_dtype, kv_dtype, compute_dtype):
+def _dtypes(weight_dtype, kv_dtype, compute_dtype, spec: ChipSpec | None = None):
+    """The dtypes' names; `compute_dtype` checked to have a peak rate on `spec` (when given: the arithmetic runs there)."""
     w = dtype_name(weight_dtype, arg="weight_dtype")
     kv = w if kv_dtype is None else dtype_name(kv_dtype, arg="kv_dtype")
-    c = dtype_name(compute_dtype, arg="compute_dtype")
+    if spec is None:
+        c = dtype_name(compute_dtype, arg="compute_dtype")
+    else:
+        c = spec._rate_dtype(compute_dtype, arg="compute_dtype")
     return w, kv, c
 
 
@@ -156,10 +160,11 @@ def weight_load_time_s(model, topology, *, weight_dtype="bf16", num_chips=None):
 
 
 def _step(model, topology, batch, context, weight_dtype, kv_dtype, compute_dtype, kv_bytes_per_token,
-          tokens_per_step, num_chips, check_memory, symbol="T_step") -> Derivation:
+          tokens_per_step, num_chips, check_memory, symbol="T_step", model_arg="model",
+          kv_arg="kv_bytes_per_token") -> Derivation:
     spec, n, where = _hardware(topology, num_chips)
-    w, kvd, c = _dtypes(weight_dtype, kv_dtype, compute_dtype)
-    served = _Served(model, kv_bytes_per_token, kvd)
+    w, kvd, c = _dtypes(weight_dtype, kv_dtype, compute_dtype, spec)
+    served = _Served(model, kv_bytes_per_token, kvd, arg=model_arg, kv_arg=kv_arg)
     B, S = _batch_and_context(batch, context)
     t = count("tokens_per_step", tokens_per_step)
     check_memory = flag("check_memory", check_memory)
@@ -315,16 +320,15 @@ def prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="bf16", com
     served = _Served(model, 0.0 if not isinstance(model, (str, ModelSpec)) else None, "bf16")
     T = positive("tokens", tokens)
     B = positive("batch", batch)
-    w, _, c = _dtypes(weight_dtype, None, compute_dtype)
-    eff = number("efficiency", efficiency, positive=True, at_most=1)
-    if np.ndim(eff):
-        raise InvalidValueError(f"`efficiency` must be one share of the peak in (0, 1], got {shown(efficiency)}")
+    w, _, c = _dtypes(weight_dtype, None, compute_dtype, spec)
+    eff = share("efficiency", efficiency)
     if attention is None:
         attention = served.spec is not None
     attention = flag("attention", attention)
     if attention and served.spec is None:
-        raise InvalidValueError("`attention`: a model given as a parameter count has no shape to count attention "
-                                "with; pass attention=False (the book's 2·P·T) or give the model's name")
+        raise InvalidValueError(f"`attention`: a model given as a parameter count (`model` = {shown(model)}) has no "
+                                f"shape to count attention with; pass attention=False (the book's 2·P·T) or give the "
+                                f"model's name")
     weights = served.weight_bytes(w)
     _check_weights_fit(served, weights, spec, n, where)
     W = explain(spec.bytes_per_s, bandwidth="hbm")
@@ -448,7 +452,7 @@ def max_batch_within_latency(model, topology, *, latency_s, context, weight_dtyp
         138.0
     """
     spec, n, where = _hardware(topology, num_chips)
-    w, kvd, c = _dtypes(weight_dtype, kv_dtype, compute_dtype)
+    w, kvd, c = _dtypes(weight_dtype, kv_dtype, compute_dtype, spec)
     served = _Served(model, kv_bytes_per_token, kvd)
     L = positive("latency_s", latency_s)
     S = positive("context", context)
@@ -527,6 +531,9 @@ def generate_comms_time_s(model, topology, *, batch, axes=None, dtype="bf16", to
     if not isinstance(topology, (TpuSlice, GpuCluster)):
         raise InvalidValueError(f"`topology` must be a TpuSlice or a GpuCluster (the collectives need its links), "
                                 f"got {shown(topology)}")
+    if isinstance(topology, GpuCluster) and axes is not None:
+        raise InvalidValueError(f"`axes`: a GPU cluster takes no `axes`: the collectives run over all its GPUs, "
+                                f"got {shown(axes)}")
     V = np.asarray(B) * t * m.D * x
     kw = {"axes": axes} if isinstance(topology, TpuSlice) else {}
     gather = explain(allgather_time_s, V, topology, **kw)
@@ -577,6 +584,9 @@ def generate_model_parallel_max_degree(model, topology, *, batch, weight_dtype="
     B = positive("batch", batch)
     w = bytes_per_value(dtype_name(weight_dtype, arg="weight_dtype"))
     x = bytes_per_value(dtype_name(dtype))
+    if isinstance(topology, (TpuSlice, GpuCluster)) and topology.num_chips == 1:
+        raise InvalidValueError(f"`topology`: {topology!r} is one chip: there is no model axis to parallelise "
+                                f"over; give a slice or cluster of several chips")
     W_ici, name, where = _link_bandwidth(topology, axes)
     W = explain(topology.spec.bytes_per_s, bandwidth="hbm")
     return Derivation("Y*", f"w·F·{name} / (x·B·W_hbm)",
@@ -588,6 +598,9 @@ def generate_model_parallel_max_degree(model, topology, *, batch, weight_dtype="
 
 def _ws_bandwidth(chip):
     spec = _chip(chip)
+    if spec.ici_link_bytes_per_s_bidirectional is None:
+        raise InvalidValueError(f"`chip`: {spec.name} has no ICI links on record; weight-stationary sharding here "
+                                f"runs over a TPU's ICI torus: give a TPU such as 'tpu-v5p'")
     return explain(spec.bytes_per_s, bandwidth="ici_bidirectional")
 
 
@@ -607,10 +620,11 @@ def weight_stationary_comms_time_s(B, D, F, num_chips, chip, *, layout="1d", X=N
     Args:
         B: tokens in the batch (> 0).
         D, F: the model and MLP widths (> 0).
-        num_chips: N, chips the MLP is split over (> 0).
+        num_chips: N, chips the MLP is split over (a whole number >= 1).
         chip: a TPU name or ChipSpec (its ICI link bandwidth).
         layout: ``"1d"`` or ``"2d"``.
-        X: for ``"2d"``, the chips D is split over (None: the best).
+        X: for ``"2d"``, the chips D is split over: a whole number dividing N (None: the best, X = sqrt(N·D / (2F)),
+            not rounded).
         axes: for ``"1d"``, the mesh axes the collectives run over (3 on a 3D torus).
         dtype: dtype of the activations (x bytes each).
 
@@ -625,7 +639,8 @@ def weight_stationary_comms_time_s(B, D, F, num_chips, chip, *, layout="1d", X=N
         >>> fmt(weight_stationary_comms_time_s(64, 8192, 32768, 256, "tpu-v5p", layout="2d"), "s")
         '2.06 µs'
     """
-    B_, D_, F_, N = positive("B", B), positive("D", D), positive("F", F), positive("num_chips", num_chips)
+    B_, D_, F_ = positive("B", B), positive("D", D), positive("F", F)
+    N = number("num_chips", num_chips, integer=True, at_least=1)
     x = bytes_per_value(dtype_name(dtype))
     W = _ws_bandwidth(chip)
     if not isinstance(layout, str) or layout not in ("1d", "2d"):
@@ -642,9 +657,10 @@ def weight_stationary_comms_time_s(B, D, F, num_chips, chip, *, layout="1d", X=N
         X_ = np.sqrt(np.asarray(N) * np.asarray(D_) / (2 * np.asarray(F_)))
         x_text = "X = sqrt(N·D / (2F)), the best split"
     else:
-        X_ = np.asarray(positive("X", X))
-        if np.any(X_ > np.asarray(N)):
-            raise InvalidValueError(f"`X` must be at most num_chips = {q(num_chips)}, got {shown(X)}")
+        X_ = np.asarray(number("X", X, integer=True, at_least=1))
+        if np.any(X_ > np.asarray(N)) or np.any(np.asarray(N) % X_):
+            raise InvalidValueError(f"`X` must divide `num_chips` = {shown(num_chips)} (D is split over X chips, F "
+                                    f"over the N / X others), got {shown(X)}")
         x_text = "X: chips D is split over"
     YZ = np.asarray(N) / X_
     value = x * np.asarray(B_) * np.asarray(D_) / (X_ * W.value) + 2 * x * np.asarray(B_) * np.asarray(F_) / (YZ * W.value)
@@ -769,7 +785,8 @@ def speculative_time_per_token_s(model, topology, *, draft, k, acceptance, batch
     if not isinstance(draft, (str, ModelSpec)) and draft_kv_bytes_per_token is None:
         draft_kv_bytes_per_token = 0.0
     drafted = _step(draft, topology, batch, context, weight_dtype, kv_dtype, compute_dtype,
-                    draft_kv_bytes_per_token, 1, num_chips, True, symbol="T_draft")
+                    draft_kv_bytes_per_token, 1, num_chips, True, symbol="T_draft", model_arg="draft",
+                    kv_arg="draft_kv_bytes_per_token")
     value = plain((k_ * np.asarray(drafted.value) + np.asarray(target.value)) / np.asarray(tokens.value))
     return Derivation("T_token", "(k·T_draft + T_check) / E[tokens]",
                       lambda: f"({k_}·{q(drafted.value, 's')} + {q(target.value, 's')}) / {q(tokens.value)}",

@@ -230,7 +230,8 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
         least = memory[ok].min() if ok.any() else math.inf
         raise InvalidValueError(
             f"`model`: {s.model.name} fits nowhere on {topology!r}: the plan needing the least memory still needs "
-            f"{fmt(least, 'B')} per chip, more than {fmt(s.hbm, 'B')}; use more chips, a smaller batch or model")
+            f"{fmt(least, 'B')} per chip, more than {fmt(s.hbm, 'B')} (`hbm_bytes`, the chip's HBM by default); use "
+            f"more chips, a smaller batch or model")
     timed = np.where(fits, step, np.inf)
     best_i = int(np.lexsort((memory, timed))[0])  # ties: the plan needing less memory
     best = _cost(s, _plan_at(g, best_i))

@@ -23,7 +23,7 @@ from ._derivation import Derivation, derivable, explain, plain, q
 from ._errors import InvalidValueError
 from ._specs import BANDWIDTHS, ChipSpec, bytes_per_value, chip as _chip, dtype_name
 from ._units import fmt
-from ._validate import name as _name, nonnegative, number, positive, shown
+from ._validate import name as _name, nonnegative, number, positive, share, shown
 
 
 def _bandwidth(bandwidth) -> str:
@@ -133,10 +133,7 @@ def t_math_s(flops, chip, *, dtype="bf16", efficiency=1.0):
 
 
 def _efficiency(efficiency) -> float:
-    eff = number("efficiency", efficiency, positive=True, at_most=1)
-    if np.ndim(eff):
-        raise InvalidValueError(f"`efficiency` must be a single share of the peak in (0, 1], got {shown(efficiency)}")
-    return float(eff)
+    return share("efficiency", efficiency)
 
 
 @derivable
@@ -424,7 +421,7 @@ def matmul_roofline(B, D, F, chip, *, dtype="bf16", weight_dtype=None, out_dtype
     """
     flops = explain(matmul_flops, B, D, F)
     nbytes = explain(matmul_bytes, B, D, F, dtype=dtype, weight_dtype=weight_dtype, out_dtype=out_dtype)
-    compute = dtype if compute_dtype is None else dtype_name(compute_dtype, arg="compute_dtype")
+    compute = dtype if compute_dtype is None else _chip(chip)._rate_dtype(compute_dtype, arg="compute_dtype")
     return _roofline(flops.value, nbytes.value, chip, compute, bandwidth, (flops, nbytes), efficiency)
 
 

@@ -23,7 +23,7 @@ from ._models import ModelSpec
 from ._specs import ChipSpec, chip as _chip
 from ._topology import TpuSlice, tpu_slice
 from ._units import fmt
-from ._validate import nonnegative, positive, shown
+from ._validate import broadcast, nonnegative, number, positive, shown
 
 
 # --- slices -----------------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def prefill_to_generate_ratio(prefill_time_s, step_time_s, *, batch, output_toke
         step_time_s: time of one generate step on a generate server (s, > 0).
         batch: B, sequences a generate server runs at once (> 0).
         output_tokens: tokens each request generates (> 0).
-        prefills_per_pass: prompts one prefill pass handles (> 0).
+        prefills_per_pass: prompts one prefill pass handles (a whole number >= 1).
 
     Returns:
         prefill servers per generate server.
@@ -205,13 +205,15 @@ def prefill_to_generate_ratio(prefill_time_s, step_time_s, *, batch, output_toke
     """
     Tp, Ts = positive("prefill_time_s", prefill_time_s), positive("step_time_s", step_time_s)
     B, G = positive("batch", batch), positive("output_tokens", output_tokens)
-    k = positive("prefills_per_pass", prefills_per_pass)
-    value = np.asarray(B) * np.asarray(Tp) / (np.asarray(Ts) * np.asarray(G) * np.asarray(k))
-    return Derivation("P/G", "B · T_prefill / (T_step · G_tokens" + (" · k)" if k != 1 else ")"),
-                      lambda: f"{q(B)} · {q(Tp, 's')} / ({q(Ts, 's')} · {q(G)}" + (f" · {q(k)})" if k != 1 else ")"),
+    k = number("prefills_per_pass", prefills_per_pass, integer=True, at_least=1)
+    shaped = broadcast(batch=B, prefill_time_s=Tp, step_time_s=Ts, output_tokens=G, prefills_per_pass=k)
+    value = shaped[0] * shaped[1] / (shaped[2] * shaped[3] * shaped[4])
+    several = bool(np.any(np.asarray(k) != 1))  # k shown only when some pass takes more than one prompt
+    return Derivation("P/G", "B · T_prefill / (T_step · G_tokens" + (" · k)" if several else ")"),
+                      lambda: f"{q(B)} · {q(Tp, 's')} / ({q(Ts, 's')} · {q(G)}" + (f" · {q(k)})" if several else ")"),
                       plain(value), "servers",
                       where=("B: a generate server's batch; G_tokens: tokens per request"
-                             + ("; k: prompts per prefill pass" if k != 1 else ""),))
+                             + ("; k: prompts per prefill pass" if several else ""),))
 
 
 @derivable
@@ -366,7 +368,7 @@ def plot_latency_throughput(model, topologies, *, context, batches=None, weight_
     Args:
         model: a model name, a :class:`~scalelib.ModelSpec` (a parameter count needs a KV size: use a spec).
         topologies: a list of :class:`~scalelib.TpuSlice` / :class:`~scalelib.GpuCluster` / chip names.
-        context: S, tokens cached per sequence (> 0).
+        context: S, tokens cached per sequence (> 0; one number: the plot sweeps `batches`).
         batches: the batch sizes to draw (default: 1 to 1024, on a log scale).
         weight_dtype, kv_dtype, compute_dtype: as in :func:`~scalelib.generate_step_time_s`.
         num_chips: with chip names, how many chips each (one count for all).
@@ -395,9 +397,11 @@ def plot_latency_throughput(model, topologies, *, context, batches=None, weight_
     if batches is None:
         batches = np.unique(np.round(np.logspace(0, 10, 60, base=2)))
     B = np.asarray(positive("batches", batches), dtype=float)
-    positive("context", context)
+    if np.ndim(positive("context", context)):
+        raise InvalidValueError(f"`context` must be one number of tokens (the plot sweeps `batches`), got "
+                                f"{shown(context)}")
     for topo in topologies:
-        _hardware(topo, num_chips)
+        _hardware(topo, num_chips, arg="topologies")
     ax = _axes(ax, figsize=(7, 4.5))
     for topo in topologies:
         spec, n, where = _hardware(topo, num_chips)

@@ -279,6 +279,16 @@ class ChipSpec:
                                     f"give it one with chip({self.name!r}).derive('new-name', {field_name}=...)")
         return value
 
+    def _rate_dtype(self, dtype, *, arg: str = "dtype") -> str:
+        """`dtype`'s name, checked to be one this chip has a published peak rate for (`arg`: the caller's name)."""
+        name = dtype_name(dtype, arg=arg)
+        if getattr(self, DTYPES[name][0]) is None:
+            have = [d for d, (f, _) in DTYPES.items() if getattr(self, f) is not None and d != "int4"]
+            raise InvalidValueError(
+                f"`{arg}`: {self.name} has no published {name} rate; it has: {', '.join(have) or 'none'}"
+            )
+        return name
+
     @derivable
     def peak_flops_per_s(self, *, dtype="bf16"):
         """Peak dense FLOP/s (OP/s for integers) of this chip in `dtype`: the C of the rooflines.
@@ -296,13 +306,8 @@ class ChipSpec:
             >>> chip("h100").peak_flops_per_s(dtype="fp8")
             2000000000000000.0
         """
-        name = dtype_name(dtype)
+        name = self._rate_dtype(dtype)
         value = getattr(self, DTYPES[name][0])
-        if value is None:
-            have = [d for d, (f, _) in DTYPES.items() if getattr(self, f) is not None and d != "int4"]
-            raise InvalidValueError(
-                f"`dtype`: {self.name} has no published {name} rate; it has: {', '.join(have) or 'none'}"
-            )
         return Derivation(f"C({self.name}, {name})", "peak FLOP/s", lambda: f"({self.source_of(DTYPES[name][0])})",
                           value, "FLOP/s")
 
@@ -474,6 +479,9 @@ def load_chips(path, *, replace: bool = False) -> tuple[str, ...]:
     """
     if not isinstance(path, (str, Path)):
         raise InvalidValueError(f"`path` must be a file path, got {shown(path)}")
+    from ._validate import flag
+
+    replace = flag("replace", replace)
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:

@@ -50,7 +50,7 @@ from ._specs import bytes_per_value, dtype_name
 from ._topology import GpuCluster, TpuSlice
 from ._transformer import OPTIMIZER_STATES, REMAT, _mlp_params, forward_flops, params, train_flops
 from ._units import fmt
-from ._validate import count, name as _name, number, positive, shown
+from ._validate import count, name as _name, number, positive, share, shown
 
 #: The schedule a plan without a pipeline keeps (it orders nothing there).
 DEFAULT_SCHEDULE = "1f1b"
@@ -317,9 +317,7 @@ def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", gra
                                 f"(gpu_cluster(...)), got {shown(topology)}")
     spec = topology.spec
     peak = spec.peak_flops_per_s(dtype=dtype)
-    eff = number("efficiency", efficiency, positive=True, at_most=1)
-    if np.ndim(eff):
-        raise InvalidValueError(f"`efficiency` must be one number between 0 and 1, got {shown(efficiency)}")
+    eff = share("efficiency", efficiency)
     C = peak * eff
     b_param = bytes_per_value(dtype_name(param_dtype, arg="param_dtype"))
     b_grad = bytes_per_value(dtype_name(grad_dtype, arg="grad_dtype"))

@@ -30,7 +30,7 @@ from ._errors import InvalidValueError, unknown
 from ._models import ModelSpec, model as _model
 from ._specs import bytes_per_value, dtype_name
 from ._units import fmt  # noqa: F401  (the examples use it)
-from ._validate import flag, positive, shown
+from ._validate import broadcast, flag, number, positive, shown
 
 #: Components whose parameters :func:`params` counts.
 PARAM_COMPONENTS = ("mlp", "attention", "embeddings", "norms")
@@ -250,12 +250,8 @@ def _head_sizes(m: ModelSpec) -> tuple[int, int]:
 
 
 def _tokens(tokens, seq_len):
-    n, T = positive("tokens", tokens), positive("seq_len", seq_len)
-    try:
-        n, T = np.broadcast_arrays(np.asarray(n, dtype=float), np.asarray(T, dtype=float))
-    except ValueError:
-        raise InvalidValueError(f"`tokens` and `seq_len` must have shapes that broadcast, got {np.shape(n)} and "
-                                f"{np.shape(T)}") from None
+    n, T = positive("tokens", tokens), number("seq_len", seq_len, positive=True, integer=True)
+    n, T = broadcast(tokens=n, seq_len=T)
     return n, T
 
 
@@ -305,7 +301,7 @@ def forward_flops(model, *, seq_len, tokens=1, component="total", causal=False):
 
     Args:
         model: a model name or a :class:`ModelSpec`.
-        seq_len: T, the sequence length (tokens, > 0).
+        seq_len: T, the sequence length (tokens: a whole number >= 1, or an array of them).
         tokens: tokens processed (> 0; 1 gives the FLOPs per token).
         component: ``"total"``, ``"mlp"``, ``"attention"`` (projections), ``"dot_product"`` or ``"embeddings"``
             (the unembedding).
@@ -356,7 +352,7 @@ def train_flops(model, *, seq_len, tokens=1, component="total", causal=False, re
 
     Args:
         model: a model name or a :class:`ModelSpec`.
-        seq_len: T, the sequence length (tokens, > 0).
+        seq_len: T, the sequence length (tokens: a whole number >= 1, or an array of them).
         tokens: tokens processed (> 0; 1 gives the FLOPs per token).
         component: ``"total"``, ``"mlp"``, ``"attention"``, ``"dot_product"`` or ``"embeddings"``.
         causal: count only the unmasked half of dot-product attention (a causal kernel).

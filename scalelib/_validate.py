@@ -123,6 +123,28 @@ def name(arg: str, value, known: Iterable[str], kind: str, *, extra: Iterable[st
     return value
 
 
+def share(arg: str, value) -> float:
+    """`value` checked to be one share of a peak rate, in (0, 1] (an efficiency), as a float."""
+    x = number(arg, value, positive=True, at_most=1)
+    if np.ndim(x):
+        raise _refuse(arg, "a single share of the peak in (0, 1]", value)
+    return float(x)
+
+
+def broadcast(**arrays):
+    """The named numbers or arrays (already checked) broadcast to one shape, as float arrays in the order given.
+
+    Sweeps over several arguments must have shapes that broadcast; the error names them all.
+    """
+    try:
+        return np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in arrays.values()))
+    except ValueError:
+        names = ", ".join(f"`{k}`" for k in arrays)
+        shapes = ", ".join(str(np.shape(v)) for v in arrays.values())
+        raise InvalidValueError(f"{names} must have shapes that broadcast (one number, or arrays of matching "
+                                f"shapes), got {shapes}") from None
+
+
 def finite_result(fn_name: str, value):
     """`value` if every element is a finite number; else the error that the inputs are out of range."""
     arr = np.asarray(value, dtype=float)

@@ -23,7 +23,7 @@ from ._errors import InvalidValueError, unknown
 from ._inference import _hardware, generate_step_time_s, prefill_time_s
 from ._models import model as _model
 from ._topology import tpu_slice
-from ._validate import count, flag, shown
+from ._validate import count, flag, share, shown
 
 QUANTITIES = {"decode_step_s": "s", "prefill_s": "s", "output_tokens_per_s": "tokens/s"}
 
@@ -153,6 +153,7 @@ def closed_loop_throughput(model, topology, *, concurrency, prompt_tokens, outpu
     P = count("prompt_tokens", prompt_tokens)
     G = count("output_tokens", output_tokens)
     _hardware(topology, num_chips)
+    prefill_efficiency = share("prefill_efficiency", prefill_efficiency)
     check_memory = flag("check_memory", check_memory)
     kw = dict(weight_dtype=weight_dtype, compute_dtype=compute_dtype, num_chips=num_chips)
     prefill = explain(prefill_time_s, model, topology, tokens=P, batch=c, efficiency=prefill_efficiency, **kw)
