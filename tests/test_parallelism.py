@@ -48,3 +48,52 @@ def test_across_nvl72_racks_the_nvlink_stage_binds_data_parallelism():
     # Each rack's egress (3.6e12 B/s) beats one GPU's NVLink (9e11 B/s): C / W_gpu binds.
     racks = sl.gpu_cluster(4, "gb200-nvl72")
     assert sl.data_parallel_critical_batch(racks) == pytest.approx(2.3e15 / 9e11)
+
+
+def test_the_thresholds_are_the_chips_published_rates_divided_exactly():
+    # By hand from scalelib/data/chips.toml, two-sided: C / W per chip, W one axis's or all axes' ICI
+    # (a 16x20x28 v5p pod has wraparound on every axis: 2 links x 9e10 B/s per axis), NVLink or node egress.
+    import tomllib
+    from pathlib import Path
+
+    chips = tomllib.loads((Path(sl.__file__).parent / "data" / "chips.toml").read_text())
+    v5p, h100, v5e = chips["tpu-v5p"], chips["h100"], chips["tpu-v5e"]
+    axis = v5p["ici_link_bytes_per_s_bidirectional"]
+    pod = sl.tpu_pod("tpu-v5p")
+    assert sl.data_parallel_critical_batch(pod) == pytest.approx(v5p["bf16_flops_per_s"] / (3 * axis), rel=1e-12)
+    assert sl.data_parallel_critical_batch(pod, axes="XY") == pytest.approx(
+        v5p["bf16_flops_per_s"] / (2 * axis), rel=1e-12)
+    node, nodes = sl.gpu_cluster(1, "h100"), sl.gpu_cluster(16, "h100")
+    assert sl.data_parallel_critical_batch(node) == pytest.approx(
+        h100["bf16_flops_per_s"] / h100["scale_up_bytes_per_s_per_gpu"], rel=1e-12)
+    assert sl.data_parallel_critical_batch(nodes) == pytest.approx(
+        h100["bf16_flops_per_s"] / h100["scale_out_bytes_per_s_per_node"], rel=1e-12)
+    assert sl.data_parallel_critical_batch(node, dtype="fp8") == pytest.approx(
+        h100["fp8_flops_per_s"] / h100["scale_up_bytes_per_s_per_gpu"], rel=1e-12)
+    v5e_slice = sl.tpu_slice((16, 16), "tpu-v5e")
+    assert sl.data_parallel_critical_batch(v5e_slice, dtype="int8") == pytest.approx(
+        v5e["int8_ops_per_s"] / (2 * v5e["ici_link_bytes_per_s_bidirectional"]), rel=1e-12)
+    # TP's largest degree: F · W / C
+    assert sl.tensor_parallel_max_degree(28672, node) == pytest.approx(
+        28672 * h100["scale_up_bytes_per_s_per_gpu"] / h100["bf16_flops_per_s"], rel=1e-12)
+    # FSDP + TP: α² / (M_X·M_Y·F) with α = C / W of one axis; X_opt = sqrt(B/F · M_X/M_Y · N)
+    alpha = v5p["bf16_flops_per_s"] / axis
+    assert sl.fsdp_tensor_parallel_critical_batch(32768, pod) == pytest.approx(alpha**2 / (2 * 32768), rel=1e-12)
+    assert sl.fsdp_tensor_parallel_critical_batch(32768, pod, M_X=1, M_Y=2) == pytest.approx(
+        alpha**2 / (2 * 32768), rel=1e-12)
+    assert sl.fsdp_tensor_parallel_critical_batch(32768, pod, M_X=2, M_Y=2) == pytest.approx(
+        alpha**2 / (4 * 32768), rel=1e-12)
+    cube = sl.tpu_slice((4, 4, 4), "tpu-v5p")
+    assert sl.optimal_fsdp_degree(49152, 32768, cube) == pytest.approx((49152 / 32768 * 2 / 1 * 64) ** 0.5, rel=1e-12)
+    assert sl.optimal_fsdp_degree(49152, 32768, cube, M_X=1, M_Y=2) == pytest.approx(
+        (49152 / 32768 * 1 / 2 * 64) ** 0.5, rel=1e-12)
+    # DCN: C over one chip's DCN bandwidth, per slice
+    assert sl.cross_slice_critical_batch(pod) == pytest.approx(
+        v5p["bf16_flops_per_s"] / v5p["dcn_bytes_per_s_per_chip"], rel=1e-12)
+
+
+def test_the_interleaved_bubble_by_hand():
+    # v chunks per stage: the p − 1 idle slots are 1/v of a stage's work each, over v·m slots of work
+    for p, m, v in ((4, 8, 2), (8, 16, 4), (2, 2, 3)):
+        assert sl.pipeline_bubble_fraction(p, m, virtual_stages=v) == pytest.approx((p - 1) / (v * m + p - 1))
+    assert sl.pipeline_bubble_fraction(1, 5) == 0.0
