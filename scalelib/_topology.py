@@ -136,7 +136,7 @@ class TpuSlice(_Totals):
     def __post_init__(self):
         spec = _chip(self.spec, arg="spec")
         if spec.family != "tpu":
-            raise InvalidValueError(f"`chip` must be a TPU for a slice, got {spec.name} ({spec.family}); "
+            raise InvalidValueError(f"`spec` must be a TPU for a slice, got {spec.name} ({spec.family}); "
                                     f"use gpu_cluster for GPUs")
         pod = spec._require("pod_shape", "a TPU slice")
         shape = _shape(self.shape)
