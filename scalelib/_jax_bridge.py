@@ -606,7 +606,8 @@ class PlanRow:
     `predicted` is a step of :func:`plan_matmul` (None for a collective only
     the compiler has); `compiled` the collectives of the HLO that do its work
     (empty if XLA needs none); `verdict` is ``"same"``, ``"equivalent"``,
-    ``"only planned"`` or ``"only compiled"``; `note` says how they differ.
+    ``"mismatch"``, ``"only planned"`` or ``"only compiled"``; `note` says how
+    they differ (for ``"equivalent"``, always one of the named :data:`REASONS`).
     """
 
     predicted: object | None
@@ -620,43 +621,165 @@ class PlanComparison:
     """scalelib's plan of a sharded matmul beside the collectives XLA compiles for it (:func:`compare_with_plan`).
 
     `agrees` is True when every row is the same collective, or an equivalent one
-    (same work, same axes), and nothing is left over on either side. Printed, it
-    is the chapter's table: kind, axes and bytes per device, planned and compiled.
+    (a named reason), and nothing is left over on either side. When it is not,
+    `xla_differs` names XLA's own strategies that account for it
+    (:data:`XLA_STRATEGIES`; empty if none does). Printed, it is the chapter's
+    table: kind, axes and bytes per device (as the compiled op counts them: an
+    AllToAll's block, not the whole array), planned and compiled.
     """
 
     expr: str
     plan: object
     compiled: tuple[CompiledCollective, ...]
     rows: tuple[PlanRow, ...]
+    xla_differs: tuple[str, ...] = ()
 
     @property
     def agrees(self) -> bool:
         return all(r.verdict in ("same", "equivalent") for r in self.rows)
 
     def __str__(self) -> str:
-        lines = [f"{self.expr}  (case {' and '.join(map(str, self.plan.cases))})",
+        cases = getattr(self.plan, "cases", ())
+        lines = [self.expr + (f"  (case {' and '.join(map(str, cases))})" if cases else ""),
                  "| planned | bytes | compiled (CPU XLA) | bytes | verdict |", "|---|---|---|---|---|"]
         for r in self.rows:
             p = r.predicted
             planned = "—" if p is None else f"{p.kind} over {''.join(p.axes)}"
-            planned_bytes = "" if p is None else fmt(p.nbytes, "B")
+            planned_bytes = "" if p is None else fmt(_planned_bytes(p), "B")
             compiled = " + ".join(f"{c.kind} over {''.join(c.axes or ('?',))}" for c in r.compiled) or "—"
             compiled_bytes = " + ".join(fmt(c.nbytes, "B") for c in r.compiled)
             verdict = r.verdict + (f": {r.note}" if r.note else "")
             lines.append(f"| {planned} | {planned_bytes} | {compiled} | {compiled_bytes} | {verdict} |")
         if not self.rows:
             lines.append("| — | | — | | same: no communication |")
+        lines += [f"XLA differs: {why}" for why in self.xla_differs]
         return "\n".join(lines)
 
 
-def _bytes_note(p, c, itemsize: float) -> tuple[bool, str]:
-    """Whether compiled `c` moves the planned `p`'s bytes (allowing CPU's f32 for a 2-byte type), and why not."""
-    if c.nbytes == p.nbytes:
+#: Why a compiled collective may differ from the planned one and still do its work: the named reasons
+#: :func:`compare_with_plan` gives for "equivalent" (and for bytes, "same"). Anything else is a "mismatch".
+REASONS = {
+    "f32": "f32 on CPU (2x the bytes)",
+    "all-reduce for reduce-scatter": "all-reduce + slice in place of reduce-scatter (XLA CPU)",
+    "all-reduce and permute for reduce-scatter": ("all-reduce of the rows each device keeps, then a "
+                                                  "collective-permute, in place of reduce-scatter (XLA CPU)"),
+    "permute then all-gather": "collective-permute onto {onto}, then all-gather over {onto}, in place of "
+                               "all-gather over {axes} (the same bytes gathered)",
+    "all-gather axis by axis": "one all-gather per axis in place of one over all of them (the same bytes gathered)",
+    "all-to-all and permute": "all-to-all, then a collective-permute putting the blocks in the target's device order",
+    "all-to-all over other groups": ("all-to-all over device groups that are no set of mesh axes, then a "
+                                     "collective-permute putting the blocks in place"),
+}
+
+
+def _planned_bytes(p) -> float:
+    """A planned step's bytes per device as :func:`parse_collectives` counts the compiled one's: the gathered
+    result of an AllGather, the operand (each device's block) of the others."""
+    return p.nbytes / p.group if p.kind == "AllToAll" else p.nbytes
+
+
+def _same_bytes(planned: float, c, itemsize: float) -> tuple[bool, str]:
+    """Whether compiled `c` moves `planned` bytes per device, within 1%, allowing CPU's f32 for a 2-byte type."""
+    width = _bits(c.dtype) / 8  # 0 for a tuple of several types
+    if width == itemsize and planned > 0 and abs(c.nbytes - planned) <= 0.01 * planned:
         return True, ""
-    wide = _bits(c.dtype) / 8 if "," not in c.dtype else itemsize
-    if wide != itemsize and c.nbytes * itemsize == p.nbytes * wide:
-        return True, f"{c.dtype} on CPU ({c.nbytes / p.nbytes:g}x the bytes)"
-    return False, f"{fmt(c.nbytes, 'B')} compiled against {fmt(p.nbytes, 'B')} planned"
+    if width == 4 and itemsize == 2 and planned > 0 and abs(c.nbytes - 2 * planned) <= 0.02 * planned:
+        return True, REASONS["f32"]
+    return False, f"{fmt(c.nbytes, 'B')} of {c.dtype} compiled against {fmt(planned, 'B')} planned"
+
+
+def _over(axes) -> str:
+    return "?" if axes is None else "".join(axes) if all(len(a) == 1 for a in axes) else ",".join(axes)
+
+
+#: What XLA does differently from scalelib's plan, by design: the named reasons of a comparison that does not agree.
+XLA_STRATEGIES = {
+    "permute": ("XLA sends blocks straight to the devices that need them (collective-permute), which scalelib's "
+                "planner does not plan: it gathers and slices instead"),
+    "rematerialize": ("XLA gathers the whole array, then slices it (what it logs as an 'involuntary full "
+                      "rematerialization'), where scalelib's plan moves less"),
+}
+
+
+def _strategies(steps, compiled, rows, itemsize: float, whole_bytes: float) -> tuple[str, ...]:
+    """The named reasons (:data:`XLA_STRATEGIES`) why XLA's collectives differ from the planned `steps`."""
+    if all(r.verdict in ("same", "equivalent") for r in rows):
+        return ()
+    found = []
+    paired = {id(c) for r in rows if r.verdict in ("same", "equivalent") for c in r.compiled}
+    if any(c.kind == "collective-permute" for c in compiled):  # paired or not: it stands in for a planned step
+        found.append(XLA_STRATEGIES["permute"])
+    if any(c.kind == "all-gather" and id(c) not in paired and _same_bytes(whole_bytes, c, itemsize)[0]
+           for c in compiled) and not any(s.kind == "AllGather" and s.nbytes == whole_bytes for s in steps):
+        found.append(XLA_STRATEGIES["rematerialize"])
+    return tuple(found)
+
+
+def _pair(steps, compiled, itemsize: float) -> tuple[PlanRow, ...]:
+    """Each planned step beside the compiled collectives doing its work, with a verdict and a named reason."""
+    left, rows = list(compiled), []
+    join = lambda *notes: "; ".join(n for n in notes if n)  # noqa: E731
+
+    def take(*cs):
+        for c in cs:
+            left.remove(c)
+        return tuple(cs)
+
+    for p in steps:
+        kind, axes, want = _HLO_KIND.get(p.kind, p.kind), set(p.axes), _planned_bytes(p)
+        permutes = [c for c in left if c.kind == "collective-permute"]
+        found = None
+        for c in left:  # the same collective: kind, axes and bytes
+            ok, note = _same_bytes(want, c, itemsize)
+            if c.kind == kind and c.axes is not None and set(c.axes) == axes and ok:
+                found = PlanRow(p, take(c), "same", note)
+                break
+        if found is None and kind == "reduce-scatter":
+            for c in left:
+                if c.kind != "all-reduce" or c.axes is None or set(c.axes) != axes:
+                    continue
+                ok, note = _same_bytes(want, c, itemsize)
+                if ok:
+                    found = PlanRow(p, take(c), "equivalent", join(REASONS["all-reduce for reduce-scatter"], note))
+                    break
+                ok, note = _same_bytes(want / p.group, c, itemsize)
+                same_permute = [q for q in permutes if q.nbytes == c.nbytes]
+                if ok and same_permute:
+                    found = PlanRow(p, take(c, same_permute[0]), "equivalent",
+                                    join(REASONS["all-reduce and permute for reduce-scatter"], note))
+                    break
+        if found is None and kind == "all-gather" and permutes:
+            for c in left:
+                ok, note = _same_bytes(want, c, itemsize)
+                if c.kind == "all-gather" and c.axes is not None and ok:
+                    how = REASONS["permute then all-gather"].format(onto=_over(c.axes), axes=_over(p.axes))
+                    found = PlanRow(p, take(*permutes, c), "equivalent", join(how, note))
+                    break
+        if found is None and kind == "all-gather" and len(axes) > 1:
+            parts = [c for c in left if c.kind == "all-gather" and c.axes is not None and set(c.axes) <= axes]
+            if parts and sorted(a for c in parts for a in c.axes) == sorted(axes):
+                ok, note = _same_bytes(want, max(parts, key=lambda c: c.nbytes), itemsize)
+                if ok:
+                    found = PlanRow(p, take(*parts), "equivalent", join(REASONS["all-gather axis by axis"], note))
+        if found is None and kind == "all-to-all" and permutes:
+            for c in left:
+                ok, note = _same_bytes(want, c, itemsize)
+                if c.kind == "all-to-all" and ok and (c.axes is None or set(c.axes) == axes):
+                    how = REASONS["all-to-all and permute" if c.axes is not None else "all-to-all over other groups"]
+                    found = PlanRow(p, take(c, permutes[0]), "equivalent", join(how, note))
+                    break
+        if found is None:
+            like = [c for c in left if c.kind == kind]
+            if like:
+                c = like[0]
+                ok, note = _same_bytes(want, c, itemsize)
+                why = [f"compiled over {_over(c.axes)}, planned over {_over(p.axes)}"] if (
+                    c.axes is None or set(c.axes) != axes) else []
+                found = PlanRow(p, take(c), "mismatch", join(*why, note if not ok else ""))
+            else:
+                found = PlanRow(p, (), "only planned", "not in the compiled HLO")
+        rows.append(found)
+    return tuple(rows) + tuple(PlanRow(None, (c,), "only compiled", "not in scalelib's plan") for c in left)
 
 
 def compare_with_plan(expr, sizes, mesh, *, dtype="bf16"):
@@ -665,11 +788,17 @@ def compare_with_plan(expr, sizes, mesh, *, dtype="bf16"):
     Plans ``expr`` with :func:`plan_matmul`, compiles ``A @ B`` with the
     operands and the result sharded as the plan has them
     (:func:`sharded_matmul_collectives`), and pairs each planned collective with
-    the compiled ones doing its work. XLA may choose a different but equivalent
-    plan, and the row says so: on CPU an all-reduce (then a dynamic-slice) where
-    a TPU would reduce-scatter; a collective-permute that moves a shard onto a
-    longer axis before an all-gather over it; bf16 values carried in f32 (twice
-    the bytes).
+    the compiled ones doing its work. A row is "same" when the compiled
+    collective has the planned kind, runs over the planned mesh axes and moves
+    the planned bytes per device within 1% (twice them in f32 for a bf16 plan:
+    CPU XLA carries bf16 in f32, and the note says so). It is "equivalent" only
+    with a named reason (:data:`REASONS`): on CPU an all-reduce then a slice
+    where a TPU would reduce-scatter; a collective-permute moving a shard onto
+    another axis before an all-gather of the same bytes over it; one all-gather
+    per axis; an all-to-all followed by a collective-permute. Anything else is a
+    "mismatch" (the note gives the axes and bytes of both), "only planned" or
+    "only compiled"; `xla_differs` then names XLA's own strategy where it has one
+    (:data:`XLA_STRATEGIES`).
 
     Args:
         expr: the matmul in the book's notation, ``"A[I, J_X] · B[J_X, K]"``
@@ -694,7 +823,7 @@ def compare_with_plan(expr, sizes, mesh, *, dtype="bf16"):
         A[I, J_X] · B[J_X, K] -> C[I_X, K]  (case 3)
         | planned | bytes | compiled (CPU XLA) | bytes | verdict |
         |---|---|---|---|---|
-        | ReduceScatter over X | 32.8 kB | all-reduce over X | 65.5 kB | equivalent: all-reduce + dynamic-slice for a reduce-scatter; f32 on CPU (2x the bytes) |
+        | ReduceScatter over X | 32.8 kB | all-reduce over X | 65.5 kB | equivalent: all-reduce + slice in place of reduce-scatter (XLA CPU); f32 on CPU (2x the bytes) |
     """
     from ._matmul_plan import plan_matmul
     from ._specs import bytes_per_value
@@ -712,40 +841,38 @@ def compare_with_plan(expr, sizes, mesh, *, dtype="bf16"):
                                                 ((sizes[i], sizes[j]), (sizes[j], sizes[k])), mesh,
                                                 dtype=dtype, out_spec=plan.result.partition_spec()))
     itemsize = bytes_per_value(dtype)
-    left, rows = list(compiled), []
-    for p in plan.steps:
-        kind, axes = _HLO_KIND.get(p.kind, p.kind), set(p.axes)
-        same = [c for c in left if c.kind == kind and c.axes is not None and set(c.axes) == axes]
-        if same:
-            c = same[0]
-            left.remove(c)
-            ok, note = _bytes_note(p, c, itemsize)
-            rows.append(PlanRow(p, (c,), "same" if ok else "equivalent", note))
-            continue
-        if kind == "reduce-scatter":
-            reduce = [c for c in left if c.kind == "all-reduce" and c.axes is not None and set(c.axes) == axes]
-            if reduce:
-                parts = [reduce[0]] + [c for c in left if c.kind == "collective-permute"]
-                for c in parts:
-                    left.remove(c)
-                ok, note = _bytes_note(p, reduce[0], itemsize)
-                how = ("all-reduce + dynamic-slice for a reduce-scatter" if len(parts) == 1 else
-                       "all-reduce of the rows each device keeps, then a collective-permute, for a reduce-scatter")
-                rows.append(PlanRow(p, tuple(parts), "equivalent", how + (f"; {note}" if note else "")))
-                continue
-        if kind == "all-gather":
-            gathers = [c for c in left if c.kind == "all-gather"]
-            if gathers:
-                permutes = [c for c in left if c.kind == "collective-permute"]
-                for c in permutes + gathers[:1]:
-                    left.remove(c)
-                ok, note = _bytes_note(p, gathers[0], itemsize)
-                onto = "".join(gathers[0].axes or ("?",))
-                how = (f"XLA moves the shards onto {onto} (collective-permute), then all-gathers over {onto}"
-                       if permutes else f"all-gathers over {onto}")
-                rows.append(PlanRow(p, tuple(permutes + gathers[:1]), "equivalent",
-                                    how + (f"; {note}" if note else "")))
-                continue
-        rows.append(PlanRow(p, (), "only planned", "not in the compiled HLO"))
-    rows += [PlanRow(None, (c,), "only compiled", "not in scalelib's plan") for c in left]
-    return PlanComparison(plan.expr, plan, compiled, tuple(rows))
+    rows = _pair(plan.steps, compiled, itemsize)
+    whole = itemsize * max(math.prod(sizes[d] for d in s.dims) for s in (plan.a, plan.b, plan.result))
+    return PlanComparison(plan.expr, plan, compiled, rows, _strategies(plan.steps, compiled, rows, itemsize, whole))
+
+
+def _compare_reshard(expr, sizes, mesh, *, dtype="bf16") -> PlanComparison:
+    """:func:`~scalelib.plan_reshard`'s plan beside what XLA compiles for ``jax.jit(identity)`` from the
+    source sharding to the target (the rows as in :func:`compare_with_plan`)."""
+    from ._matmul_plan import plan_reshard
+    from ._specs import bytes_per_value
+
+    if not isinstance(dtype, str) or dtype not in _JNP_DTYPES:
+        raise InvalidValueError(f"`dtype` must be one of {', '.join(_JNP_DTYPES)}, got {shown(dtype)}")
+    names, axis_sizes = _mesh_layout(mesh)
+    plan = plan_reshard(expr, sizes, dict(zip(names, axis_sizes)), dtype=dtype)
+    if plan.source.unreduced or plan.target.unreduced:
+        raise InvalidValueError(f"`expr`: XLA's shardings hold no partial sums; compare a reshard without "
+                                f"{{U_...}}, got {shown(expr)}")
+    if not (hasattr(mesh, "axis_names") and hasattr(mesh, "devices")):
+        mesh = simulated_mesh(dict(zip(names, axis_sizes)))
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    shape = tuple(int(sizes[d]) for d in plan.source.dims)
+    x = jax.ShapeDtypeStruct(shape, getattr(jnp, _JNP_DTYPES[dtype]),
+                             sharding=NamedSharding(mesh, PartitionSpec(*plan.source.partition_spec())))
+    out = NamedSharding(mesh, PartitionSpec(*plan.target.partition_spec()))
+    text = jax.jit(lambda a: a, out_shardings=out).lower(x).compile().as_text()
+    compiled = tuple(parse_collectives(text, mesh=mesh))
+    itemsize = bytes_per_value(dtype)
+    rows = _pair(plan.steps, compiled, itemsize)
+    whole = itemsize * math.prod(shape)
+    return PlanComparison(str(plan.source) + " → " + str(plan.target), plan, compiled, rows,
+                          _strategies(plan.steps, compiled, rows, itemsize, whole))

@@ -109,7 +109,7 @@ def _topology(topology, mesh):
 def _step(kind, axes, before, after, sizes, topo, dtype) -> Collective:
     b = bytes_per_value(dtype)
     group = math.prod(before.mesh[a] for a in axes)
-    shape_before, shape_after = _local(before, sizes), _local(after, sizes)
+    shape_before, shape_after = _block(before, sizes), _block(after, sizes)
     local_before = math.prod(shape_before) * b
     local_after = math.prod(shape_after) * b
     if kind == "AllGather":
@@ -131,6 +131,12 @@ def _step(kind, axes, before, after, sizes, topo, dtype) -> Collective:
 def _local(s: Sharding, sizes: dict) -> tuple[int, ...]:
     """`s`'s block shape, from sizes that may name other arrays' dimensions too."""
     return s.shard_shape({d: sizes[d] for d in s.dims})
+
+
+def _block(s: Sharding, sizes: dict) -> tuple[int, ...]:
+    """`s`'s block shape, unchecked: for the states between two checked shardings (each of their axes
+    a leading part of the source's or the target's, so each splits its dimension evenly)."""
+    return tuple(sizes[d] // math.prod(s.mesh[a] for a in ax) for d, ax in zip(s.dims, s.axes))
 
 
 def _prefix(a: tuple, b: tuple) -> tuple:

@@ -43,7 +43,8 @@ def _mesh(mesh, arg: str = "mesh") -> dict[str, int]:
     for name, size in mesh.items():
         if not isinstance(name, str) or not re.fullmatch(_NAME, name):
             raise InvalidValueError(f"`{arg}`: mesh axis names must be names such as 'X' or 'data', got {shown(name)}")
-        out[name] = count(arg, size)
+        # a plain int >= 1 is taken as it is (the planner makes thousands of shardings); the rest is checked
+        out[name] = size if type(size) is int and size >= 1 else count(arg, size)
     return out
 
 
@@ -86,8 +87,8 @@ class Sharding:
         if isinstance(self.axes, (str, bytes)) or not isinstance(self.axes, (tuple, list)) or len(self.axes) != len(dims):
             raise InvalidValueError(f"`axes` must give one tuple of mesh axes per dimension ({len(dims)}), "
                                     f"got {shown(self.axes)}")
-        axes = tuple(self._axis_tuple("axes", a) for a in self.axes)
-        unreduced = self._axis_tuple("unreduced", self.unreduced)
+        axes = tuple(self._axis_tuple("axes", a, mesh) for a in self.axes)
+        unreduced = self._axis_tuple("unreduced", self.unreduced, mesh)
         if not isinstance(self.name, str) or (self.name and not re.fullmatch(_NAME, self.name)):
             raise InvalidValueError(f"`name` must be an array name such as 'A' (or ''), got {shown(self.name)}")
         for a in mesh:
@@ -105,8 +106,7 @@ class Sharding:
         set_("axes", axes)
         set_("unreduced", unreduced)
 
-    def _axis_tuple(self, arg, value) -> tuple[str, ...]:
-        mesh = _mesh(self.mesh)
+    def _axis_tuple(self, arg, value, mesh) -> tuple[str, ...]:
         if isinstance(value, str):
             value = (value,)
         if not isinstance(value, (tuple, list)) or not all(isinstance(a, str) for a in value):

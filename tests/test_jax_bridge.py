@@ -269,8 +269,8 @@ def test_operands_after_xlas_index_comments_are_counted():
     # so an 8-way all-to-all counted 7/8 of its bytes
     names = [f"%p{i}" for i in range(8)]
     params = "\n".join(f"{n} = f32[8,16]{{1,0}} parameter({i})" for i, n in enumerate(names))
-    text = (params + "\n%a2a = (" + ", ".join(["f32[8,16]{1,0}"] * 5 + ["/*index=5*/f32[8,16]{1,0}"] + ["f32[8,16]{1,0}"] * 2)
-            + ") all-to-all(" + ", ".join(names[:5] + ["/*index=5*/" + names[5]] + names[6:])
+    types = ["f32[8,16]{1,0}"] * 5 + ["/*index=5*/f32[8,16]{1,0}"] + ["f32[8,16]{1,0}"] * 2
+    text = (params + "\n%a2a = (" + ", ".join(types) + ") all-to-all(" + ", ".join(names[:5] + ["/*index=5*/" + names[5]] + names[6:])
             + "), channel_id=1, replica_groups=[1,8]<=[8]")
     (c,) = parse_collectives(text, mesh={"X": 8})
     assert (c.kind, c.axes, c.nbytes) == ("all-to-all", ("X",), 8 * 8 * 16 * 4)
@@ -353,12 +353,14 @@ COMPARED = [
     ("A[I, J_X] · B[J_X, K]", M42, ["same"], "f32 on CPU (2x the bytes)"),
     ("A[I, J_Y] · B[J_Y, K]", M24, ["same"], "f32 on CPU (2x the bytes)"),
     ("A[I, J_X] · B[J_X, K] -> C[I_X, K]", M42, ["equivalent"],
-     "all-reduce + dynamic-slice for a reduce-scatter; f32 on CPU (2x the bytes)"),
+     "all-reduce + slice in place of reduce-scatter (XLA CPU); f32 on CPU (2x the bytes)"),
     ("A[I, J_X] · B[J_X, K] -> C[I_X, K]", M24, ["equivalent"],
-     "all-reduce of the rows each device keeps, then a collective-permute, for a reduce-scatter"),
+     "all-reduce of the rows each device keeps, then a collective-permute, in place of reduce-scatter (XLA CPU); "
+     "f32 on CPU (2x the bytes)"),
     ("A[I_X, J] · B[J, K_X]", M42, ["same"], "f32 on CPU (2x the bytes)"),
     ("A[I_X, J] · B[J, K_X]", M24, ["equivalent"],
-     "XLA moves the shards onto Y (collective-permute), then all-gathers over Y; f32 on CPU (2x the bytes)"),
+     "collective-permute onto Y, then all-gather over Y, in place of all-gather over X (the same bytes gathered); "
+     "f32 on CPU (2x the bytes)"),
     ("A[I_Y, J] · B[J, K_Y]", M42_YX, ["same"], "f32 on CPU (2x the bytes)"),
 ]
 
@@ -376,5 +378,53 @@ def test_the_comparison_prints_as_the_chapters_table(compiled):
         "A[I, J_X] · B[J_X, K] → C[I_X, K]  (case 3)",
         "| planned | bytes | compiled (CPU XLA) | bytes | verdict |",
         "|---|---|---|---|---|",
-        "| ReduceScatter over X | 32.8 kB | all-reduce over X | 65.5 kB | equivalent: all-reduce + dynamic-slice "
-        "for a reduce-scatter; f32 on CPU (2x the bytes) |"]
+        "| ReduceScatter over X | 32.8 kB | all-reduce over X | 65.5 kB | equivalent: all-reduce + slice in place "
+        "of reduce-scatter (XLA CPU); f32 on CPU (2x the bytes) |"]
+
+
+# --- pairing a plan with compiled collectives: axes and bytes must match --------------------------------
+
+def _compiled(kind, axes, nbytes, dtype="f32"):
+    return sl.CompiledCollective(kind, axes, (nbytes // 4,), dtype, nbytes)
+
+
+def test_an_allgather_is_matched_only_by_one_over_the_same_axes_moving_the_same_bytes():
+    # regression (issue 18): a planned AG_Y of 262 kB was paired with a compiled AG_X of 2.1 MB and called equivalent
+    from scalelib._jax_bridge import _pair
+
+    (step,) = sl.plan_matmul("A[I, J_Y] · B[J, K]", {"I": 128, "J": 1024, "K": 64}, {"X": 8, "Y": 2}).steps
+    assert (step.kind, step.axes, step.nbytes) == ("AllGather", ("Y",), 128 * 1024 * 2)
+    V = step.nbytes
+    rows = lambda *compiled: [(r.verdict, r.note) for r in _pair((step,), compiled, 2)]  # noqa: E731
+    assert rows(_compiled("all-gather", ("Y",), V, "bf16")) == [("same", "")]
+    assert rows(_compiled("all-gather", ("Y",), 2 * V)) == [("same", "f32 on CPU (2x the bytes)")]
+    assert rows(_compiled("all-gather", ("Y",), int(2 * V * 1.005))) == [("same", "f32 on CPU (2x the bytes)")]
+    assert rows(_compiled("all-gather", ("X",), 8 * V)) == [
+        ("mismatch", "compiled over X, planned over Y; 2.1 MB of f32 compiled against 262 kB planned")]
+    assert rows(_compiled("all-gather", ("X",), 2 * V)) == [("mismatch", "compiled over X, planned over Y")]
+    assert rows(_compiled("all-gather", ("Y",), 4 * V)) == [
+        ("mismatch", "1.05 MB of f32 compiled against 262 kB planned")]
+    assert rows(_compiled("all-gather", ("Y",), 2 * V, "bf16")) == [
+        ("mismatch", "524 kB of bf16 compiled against 262 kB planned")]
+    assert rows(_compiled("all-reduce", ("Y",), V, "bf16")) == [
+        ("only planned", "not in the compiled HLO"), ("only compiled", "not in scalelib's plan")]
+
+
+def test_equivalent_always_names_its_reason_and_checks_the_bytes():
+    from scalelib._jax_bridge import REASONS, _pair
+
+    plan = sl.plan_matmul("A[I, J_X] · B[J_X, K] -> C[I_X, K]", {"I": 64, "J": 128, "K": 256}, {"X": 4, "Y": 2})
+    (step,) = plan.steps
+    assert step.kind == "ReduceScatter"
+    V = step.nbytes
+    ok = _pair((step,), (_compiled("all-reduce", ("X",), 2 * V),), 2)
+    assert [(r.verdict, r.note) for r in ok] == [
+        ("equivalent", REASONS["all-reduce for reduce-scatter"] + "; " + REASONS["f32"])]
+    wrong = _pair((step,), (_compiled("all-reduce", ("X",), 3 * V),), 2)
+    assert [r.verdict for r in wrong] == ["only planned", "only compiled"]
+    # an AllToAll's bytes are each device's block, as the compiled all-to-all counts its operand
+    (move,) = sl.plan_reshard("A[I_XY, K] -> A[I, K_XY]", {"I": 64, "K": 128}, {"X": 4, "Y": 2}).steps
+    block = move.nbytes / move.group
+    assert [r.verdict for r in _pair((move,), (_compiled("all-to-all", ("X", "Y"), int(2 * block)),), 2)] == ["same"]
+    assert [r.verdict for r in _pair((move,), (_compiled("all-to-all", ("X", "Y"), int(2 * move.nbytes)),), 2)] == [
+        "mismatch"]

@@ -275,9 +275,10 @@ CUBE = sl.tpu_slice((4, 4, 4), "tpu-v5p")
 
 
 @st.composite
-def operand(draw, dims):
-    """A valid sharding text of `dims` on MESH: each axis splits at most one dimension."""
-    owner = draw(st.lists(st.integers(-1, len(dims) - 1), min_size=3, max_size=3))
+def operand(draw, dims, whole=""):
+    """A valid sharding text of `dims` on MESH: each axis splits at most one dimension, none of those in `whole`."""
+    owner = draw(st.lists(st.sampled_from([-1] + [i for i, d in enumerate(dims) if d not in whole]),
+                          min_size=3, max_size=3))
     order = draw(st.permutations("XYZ"))
     parts = []
     for i, d in enumerate(dims):
@@ -287,10 +288,10 @@ def operand(draw, dims):
 
 
 @settings(max_examples=60, deadline=None)
-@given(b=operand("JK"))
+@given(b=operand("JK", whole="J"))
 def test_a_replicated_operand_against_one_not_sharded_on_the_contraction_never_communicates(b):
-    if "J_" in b:
-        return
+    # every example reaches the assert: the strategy never shards J (before, 23 of 60 did, the rest returned early)
+    assert "J_" not in b
     p = sl.plan_matmul(f"A[I, J] · B{b}", {"I": 8, "J": 8, "K": 8}, MESH)
     assert p.steps == () and p.cases == (1,) and p.moved_bytes == 0
 
