@@ -1,6 +1,6 @@
 """`make bench`'s timing of the whole suite reports the run's own summary line, and a failing run as such."""
 
-from scalelib.course.bench import suite_time_s
+from scalelib.course.bench import slowest_tests, suite_time_s
 
 
 def test_the_suite_timing_reports_pytest_s_summary(tmp_path):
@@ -11,12 +11,19 @@ def test_the_suite_timing_reports_pytest_s_summary(tmp_path):
     assert sorted(line.split()[1] for line in slow) == ["call", "setup", "teardown"]
 
 
-def test_the_slowest_tests_are_listed_slowest_first_and_no_more_than_asked(tmp_path):
-    body = "".join(f"def test_{i}():\n    import time; time.sleep({i} * 0.02)\n" for i in range(5))
-    (tmp_path / "test_many.py").write_text(body)
-    _, summary, slow = suite_time_s(tmp_path, slowest=3)
-    assert summary.startswith("5 passed") and len(slow) == 3
-    assert [line.rsplit("::", 1)[1] for line in slow] == ["test_4", "test_3", "test_2"]
+def test_the_slowest_tests_are_read_from_pytest_s_durations_section_and_no_more_than_asked():
+    output = """....
+============================= slowest 4 durations ==============================
+3.50s setup    tests/test_a.py::test_one
+2.25s call     book/ch01.ipynb::Cell 3
+0.75s call     tests/test_b.py::test_two[x-1]
+0.10s teardown tests/test_a.py::test_one
+============================== 4 passed in 7.00s ===============================""".splitlines()
+    assert slowest_tests(output, 3) == ["3.50s setup    tests/test_a.py::test_one",
+                                        "2.25s call     book/ch01.ipynb::Cell 3",
+                                        "0.75s call     tests/test_b.py::test_two[x-1]"]
+    assert slowest_tests(output, 10)[-1] == "0.10s teardown tests/test_a.py::test_one"
+    assert slowest_tests(output[:1] + output[-1:], 3) == []  # no durations section: none
 
 
 def test_pytest_arguments_reach_the_run(tmp_path):

@@ -151,8 +151,17 @@ def reader():
 
 @pytest.fixture(scope="module")
 def texts(reader) -> list[str]:
-    """The text of every page (NFKC: ligatures undone). About 0.1 s a page."""
-    return [unicodedata.normalize("NFKC", page.extract_text()) for page in reader.pages]
+    """The text of every page (NFKC: ligatures undone), read by PDFium: about 10 ms a page, where
+    pypdf's extract_text takes about 0.2 s (two minutes for the whole course)."""
+    import pypdfium2
+
+    document = pypdfium2.PdfDocument(PDF)
+    try:
+        assert len(document) == len(reader.pages)
+        return [unicodedata.normalize("NFKC", document[n].get_textpage().get_text_bounded().replace("\r\n", "\n"))
+                for n in range(len(document))]
+    finally:
+        document.close()
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ fresh kernel, as the tests and the book build run it, and the suite one run of
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -101,11 +102,17 @@ def suite_time_s(root: Path, pytest_args: tuple[str, ...] = (), slowest: int = 1
     summary = lines[-1].strip("= ") if lines else f"no output (exit {run.returncode})"
     if run.returncode != 0:
         summary += f" (exit {run.returncode})"
-    slow = []
-    if any("slowest" in line and "durations" in line for line in lines):
-        first = next(i for i, line in enumerate(lines) if "slowest" in line and "durations" in line)
-        slow = [line for line in lines[first + 1:] if line[:1].isdigit() and "s " in line][:slowest]
-    return seconds, summary, slow
+    return seconds, summary, slowest_tests(lines, slowest)
+
+
+def slowest_tests(lines: list[str], count: int) -> list[str]:
+    """The first `count` lines of pytest's "slowest durations" section among its output `lines`
+    (each like ``12.34s call     tests/test_x.py::test_y``, slowest first, as pytest sorts them)."""
+    heads = [i for i, line in enumerate(lines) if "slowest" in line and "durations" in line]
+    if not heads:
+        return []
+    return [line.strip() for line in lines[heads[0] + 1:]
+            if re.match(r"\s*\d+(\.\d+)?s (setup|call|teardown) ", line)][:count]
 
 
 def main(root: str = ".", suite: bool = False, pytest_args: tuple[str, ...] = ()) -> int:
