@@ -343,7 +343,7 @@ def _levels(topo: GpuCluster, group, inner):
         raise InvalidValueError(f"`group`: a group spanning scalable units must be whole units of {su} GPUs, got {G}")
     Y = count("inner", inner)
     if G % Y:
-        raise InvalidValueError(f"`inner`: the inner axis must divide the group of {G} GPUs, got {Y}")
+        raise InvalidValueError(f"`inner`: the inner axis must divide the group of {G} GPUs (`group`), got {Y}")
     spans = [("node", 1, n, lambda: topo.nvlink_bytes_per_s_per_gpu, "a GPU's NVLink")]
     spans.append(("leaf", n, su, lambda: topo.egress_bytes_per_s_per_node(level="leaf") / n,
                   "a GPU's share of its node's egress to the leaf"))

@@ -78,7 +78,7 @@ def _schedule_args(stages, microbatches, schedule, virtual_stages):
                                 f"{schedule!r} takes virtual_stages=1, got {v}")
     if schedule == "interleaved" and m % p:
         raise InvalidValueError(f"`microbatches`: the interleaved schedule runs microbatches in groups of p = {p} "
-                                f"(one group per chunk in turn), so m must be a multiple of {p}, got {m}")
+                                f"(one group per chunk in turn; p: `stages`), so m must be a multiple of {p}, got {m}")
     return p, m, schedule, v
 
 
@@ -180,8 +180,9 @@ def pipeline_schedule(stages, microbatches, *, schedule="1f1b", virtual_stages=1
     if not isinstance(ratio, float):
         raise InvalidValueError(f"`backward_ratio` must be one number, got {shown(backward_ratio)}")
     if p * m * v > 20000:
-        raise InvalidValueError(f"pipeline_schedule simulates every op: p·m·v = {p * m * v} ops per pass is more "
-                                f"than it draws (20000); use pipeline_bubble_fraction for the closed form")
+        raise InvalidValueError(f"`microbatches`: pipeline_schedule simulates every op: p·m·v = {p * m * v} ops per "
+                                f"pass (`stages`·`microbatches`·`virtual_stages`) is more than it draws (20000); use "
+                                f"pipeline_bubble_fraction for the closed form")
     return _simulate(p, m, schedule, v, ratio)
 
 

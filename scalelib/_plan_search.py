@@ -231,7 +231,7 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
         raise InvalidValueError(
             f"`model`: {s.model.name} fits nowhere on {topology!r}: the plan needing the least memory still needs "
             f"{fmt(least, 'B')} per chip, more than {fmt(s.hbm, 'B')} (`hbm_bytes`, the chip's HBM by default); use "
-            f"more chips, a smaller batch or model")
+            f"more chips, a smaller batch (`B`) or model")
     timed = np.where(fits, step, np.inf)
     best_i = int(np.lexsort((memory, timed))[0])  # ties: the plan needing less memory
     best = _cost(s, _plan_at(g, best_i))

@@ -112,6 +112,15 @@ def _shape(shape) -> tuple[int, ...]:
     return counts("shape", shape)
 
 
+def _of_family(spec: ChipSpec, family: str, arg: str) -> ChipSpec:
+    """`spec`, checked to be a TPU (``family="tpu"``: a slice) or a GPU (a cluster); `arg` is the caller's name for it."""
+    if spec.family != family:
+        what, other = ("a TPU for a slice", "gpu_cluster for GPUs") if family == "tpu" else (
+            "a GPU for a GPU cluster", "tpu_slice for TPUs")
+        raise InvalidValueError(f"`{arg}` must be {what}, got {spec.name} ({spec.family}); use {other}")
+    return spec
+
+
 @dataclass(frozen=True)
 class TpuSlice(_Totals):
     """A slice of a TPU pod: `shape` chips along axes X, Y (, Z), with ICI links between neighbours.
@@ -134,10 +143,7 @@ class TpuSlice(_Totals):
     wraparound: tuple[bool, ...]
 
     def __post_init__(self):
-        spec = _chip(self.spec, arg="spec")
-        if spec.family != "tpu":
-            raise InvalidValueError(f"`spec` must be a TPU for a slice, got {spec.name} ({spec.family}); "
-                                    f"use gpu_cluster for GPUs")
+        spec = _of_family(_chip(self.spec, arg="spec"), "tpu", "spec")
         pod = spec._require("pod_shape", "a TPU slice")
         shape = _shape(self.shape)
         if len(shape) != len(pod):
@@ -457,10 +463,7 @@ def tpu_slice(shape, chip, *, wraparound=None) -> TpuSlice:
         >>> tpu_slice({"X": 4, "Y": 4, "Z": 8}, "tpu-v5p")
         TpuSlice(tpu-v5p, X=4↻, Y=4↻, Z=8↻; 128 chips)
     """
-    spec = _chip(chip)
-    if spec.family != "tpu":
-        raise InvalidValueError(f"`chip` must be a TPU for a slice, got {spec.name} ({spec.family}); "
-                                f"use gpu_cluster for GPUs")
+    spec = _of_family(_chip(chip), "tpu", "chip")
     pod = spec._require("pod_shape", "a TPU slice")
     dims = _shape(shape)
     if wraparound is None:
@@ -528,10 +531,7 @@ class GpuCluster(_Totals):
     oversubscription: float = 1.0
 
     def __post_init__(self):
-        spec = _chip(self.spec, arg="spec")
-        if spec.family != "gpu":
-            raise InvalidValueError(f"`chip` must be a GPU for a GPU cluster, got {spec.name} ({spec.family}); "
-                                    f"use tpu_slice for TPUs")
+        spec = _of_family(_chip(self.spec, arg="spec"), "gpu", "spec")
         spec._require("scale_up_domain", "a GPU cluster")
         spec._require("scale_up_bytes_per_s_per_gpu", "a GPU cluster")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -711,4 +711,5 @@ def gpu_cluster(num_nodes, chip, *, switch_ports=IB_SWITCH_PORTS, port_bytes_per
         >>> gpu_cluster(32, "h100")   # one scalable unit of a DGX H100 SuperPOD
         GpuCluster(h100, 32 node(s) x 8 GPUs = 256 GPUs)
     """
-    return GpuCluster(_chip(chip), num_nodes, switch_ports, port_bytes_per_s, oversubscription)
+    return GpuCluster(_of_family(_chip(chip), "gpu", "chip"), num_nodes, switch_ports, port_bytes_per_s,
+                      oversubscription)

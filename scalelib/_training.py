@@ -310,7 +310,7 @@ def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", gra
     if np.ndim(B_) or np.ndim(T):
         raise InvalidValueError("`B` and `seq_len` must be single numbers (one batch, one sequence length)")
     if B_ < T:
-        raise InvalidValueError(f"`B`: a batch of {B_:g} tokens is less than one sequence of seq_len = {T:g} tokens; "
+        raise InvalidValueError(f"`B`: a batch of {B_:g} tokens is less than one sequence of `seq_len` = {T:g} tokens; "
                                 f"a step trains on whole sequences, so B must be at least seq_len")
     if not isinstance(topology, (TpuSlice, GpuCluster)):
         raise InvalidValueError(f"`topology` must be a TpuSlice (tpu_slice(...), tpu_pod(...)) or a GpuCluster "
