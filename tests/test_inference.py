@@ -219,6 +219,13 @@ def test_speculative_tokens_per_step_matches_its_series():
     assert sl.speculative_tokens_per_step(0, 0.5) == 1
 
 
+def test_the_speculative_derivation_shows_k_plus_1_drafted_powers():
+    assert str(sl.explain(sl.speculative_tokens_per_step, 4, 0.8)).startswith(
+        "E[tokens] = (1 − a^(k+1)) / (1 − a) = (1 − 0.8^5) / (1 − 0.8) = 3.36 tokens")
+    # a = 1 (every draft accepted) is k + 1 exactly, and just below it the series tends there
+    assert sl.speculative_tokens_per_step(4, np.array([1.0, 1 - 1e-9])) == pytest.approx([5.0, 5.0])
+
+
 def test_speculation_wins_while_memory_bound_and_loses_past_the_critical_batch():
     kw = dict(draft=4e9, acceptance=0.8, context=2048, kv_bytes_per_token=0)
     plain = sl.generate_step_time_s(70e9, V5E_4X4, batch=1, context=2048, kv_bytes_per_token=0)
@@ -335,6 +342,28 @@ def test_the_latency_throughput_plot_marks_where_memory_ends():
     limit = sl.max_batch_size("llama-3-70b", V5E_4X4, context=2048, weight_dtype="int8")
     assert labels[0] == f"tpu-v5e 4x4 (memory full at batch {int(limit)})"
     assert ax.get_xlabel().endswith("(ms)") and ax.get_ylabel().endswith("per chip)")
+
+
+def test_the_latency_throughput_curve_is_each_batchs_step_in_ms_and_tokens_per_chip_up_to_memory():
+    ax = sl.plot_latency_throughput("llama-3-70b", [V5E_4X4], context=2048, weight_dtype="int8")
+    line = ax.get_lines()[0]
+    x, y = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
+    limit = sl.max_batch_size("llama-3-70b", V5E_4X4, context=2048, weight_dtype="int8")
+    # the default sweep: 60 points spread evenly in log2 from batch 1 to 1024, rounded, those that fit, and the limit
+    batches = [b for b in np.unique(np.round(2.0 ** np.linspace(0, 10, 60))) if b <= limit] + [limit]
+    assert x == pytest.approx([1e3 * sl.generate_step_time_s("llama-3-70b", V5E_4X4, batch=b, context=2048,
+                                                              weight_dtype="int8") for b in batches])
+    assert y == pytest.approx([sl.tokens_per_s_per_chip("llama-3-70b", V5E_4X4, batch=b, context=2048,
+                                                        weight_dtype="int8") for b in batches])
+    cross = ax.get_lines()[1]  # the cross where memory ends
+    assert (cross.get_xdata()[0], cross.get_ydata()[0]) == (pytest.approx(x[-1]), pytest.approx(y[-1]))
+
+
+def test_smallest_slices_on_a_3d_torus_follow_the_offered_shapes():
+    # v5p (96 GB a chip), bf16 weights with nothing else: each model lands on the first offered shape that holds it
+    for params, shape in ((150e9, (2, 2, 1)), (700e9, (2, 2, 4)), (3e12, (4, 4, 4)), (10e12, (4, 8, 8)),
+                          (20e12, (8, 8, 8))):
+        assert sl.smallest_slice(params, "tpu-v5p").shape == shape
 
 
 def test_a_model_given_as_a_parameter_count_must_be_positive():

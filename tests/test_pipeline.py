@@ -81,3 +81,10 @@ def test_only_the_interleaved_schedule_needs_microbatches_in_groups_of_p():
         assert sl.pipeline_schedule(4, 6, schedule=schedule).bubble_fraction == pytest.approx(1 / 3)
     with pytest.raises(sl.InvalidValueError, match="m must be a multiple of 4, got 6"):
         sl.pipeline_schedule(4, 6, schedule="interleaved", virtual_stages=2)
+
+
+def test_the_gantt_charts_backward_boxes_are_twice_a_forwards_by_default():
+    ax = sl.plot_pipeline_schedule(2, 2, schedule="gpipe")
+    widths = sorted({round(patch.get_width(), 9) for patch in ax.patches})
+    assert widths == [1.0, 2.0] and ax.get_xlim() == (0.0, 2 * 3.0 + 3.0)  # (m + p − 1)·(1 + 2) time units
+    plt.close("all")

@@ -178,3 +178,14 @@ def test_a_plan_with_more_replicas_than_tokens_is_refused():
         sl.training_cost("llama-3-8b", 1024, sl.ParallelPlan(data=2048), cluster, seq_len=512)
     # as many replicas as tokens is allowed: one token each
     assert sl.training_cost("llama-3-8b", 2048, sl.ParallelPlan(data=2048), cluster, seq_len=1).time_s > 0
+
+
+def test_a_pipeline_may_have_one_layer_per_stage():
+    # 32 stages for LLaMA 3-8B's 32 layers: each stage one layer; 33 is refused
+    cost = sl.training_cost("llama-3-8b", 32 * 4096, sl.ParallelPlan(pipeline=32, microbatches=32),
+                            sl.gpu_cluster(4, "h100"), seq_len=4096)
+    assert cost.bubble_fraction == pytest.approx(31 / 63)
+    with pytest.raises(sl.InvalidValueError, match=r"needs at least that many layers; llama-3-8b has 32$"):
+        sl.training_cost("llama-3-8b", 64 * 4096, sl.ParallelPlan(pipeline=16, microbatches=16,
+                                                                  schedule="interleaved", virtual_stages=4),
+                         sl.gpu_cluster(2, "h100"), seq_len=4096)
