@@ -782,11 +782,32 @@ def _pair(steps, compiled, itemsize: float) -> tuple[PlanRow, ...]:
     return tuple(rows) + tuple(PlanRow(None, (c,), "only compiled", "not in scalelib's plan") for c in left)
 
 
+def _einsum_collectives(plan, sizes: dict, mesh, dtype: str) -> list[CompiledCollective]:
+    """The collectives XLA compiles for `plan`'s contraction written as ``jnp.einsum``, sharded as planned."""
+    letters = {d: chr(ord("a") + n) for n, d in enumerate(dict.fromkeys(plan.a.dims + plan.b.dims))}
+    word = lambda s: "".join(letters[d] for d in s.dims)  # noqa: E731
+    subscripts = f"{word(plan.a)},{word(plan.b)}->{word(plan.result)}"
+    names, axis_sizes = _mesh_layout(mesh)
+    if not (hasattr(mesh, "axis_names") and hasattr(mesh, "devices")):
+        mesh = simulated_mesh(dict(zip(names, axis_sizes)))
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    jdtype = getattr(jnp, _JNP_DTYPES[dtype])
+    a, b = (jax.ShapeDtypeStruct(tuple(sizes[d] for d in s.dims), jdtype,
+                                 sharding=NamedSharding(mesh, PartitionSpec(*s.partition_spec())))
+            for s in (plan.a, plan.b))
+    out = NamedSharding(mesh, PartitionSpec(*plan.result.partition_spec()))
+    text = jax.jit(lambda x, y: jnp.einsum(subscripts, x, y), out_shardings=out).lower(a, b).compile().as_text()
+    return parse_collectives(text, mesh=mesh)
+
+
 def compare_with_plan(expr, sizes, mesh, *, dtype="bf16"):
     """scalelib's plan of a sharded matmul beside the collectives XLA compiles for it on simulated devices.
 
-    Plans ``expr`` with :func:`plan_matmul`, compiles ``A @ B`` with the
-    operands and the result sharded as the plan has them
+    Plans ``expr`` with :func:`plan_matmul`, compiles ``A @ B`` (or the einsum)
+    with the operands and the result sharded as the plan has them
     (:func:`sharded_matmul_collectives`), and pairs each planned collective with
     the compiled ones doing its work. A row is "same" when the compiled
     collective has the planned kind, runs over the planned mesh axes and moves
@@ -802,8 +823,10 @@ def compare_with_plan(expr, sizes, mesh, *, dtype="bf16"):
 
     Args:
         expr: the matmul in the book's notation, ``"A[I, J_X] · B[J_X, K]"``
-            (A's second dimension contracted with B's first; ``-> C[...]``
-            to ask for the result's sharding).
+            (``-> C[...]`` to ask for the result's sharding); any contraction
+            :func:`plan_matmul` plans, batched ones included
+            (``"A[B_X, I, J] · B[B_X, J, K] -> C[B_X, I, K]"``), compiled as a
+            ``jnp.einsum`` when it is not ``A[I, J] · B[J, K]``.
         sizes: each dimension's size, ``{"I": 64, "J": 128, "K": 256}``.
         mesh: the mesh, ``{"X": 2, "Y": 4}`` (a simulated mesh of that shape is made).
         dtype: ``"bf16"``, ``"f32"`` or ``"fp16"``.
@@ -832,14 +855,14 @@ def compare_with_plan(expr, sizes, mesh, *, dtype="bf16"):
         raise InvalidValueError(f"`dtype` must be one of {', '.join(_JNP_DTYPES)}, got {shown(dtype)}")
     names, axis_sizes = _mesh_layout(mesh)
     plan = plan_matmul(expr, sizes, dict(zip(names, axis_sizes)), dtype=dtype)
-    (i, j), (j2, k) = plan.a.dims, plan.b.dims
-    if len(plan.a.dims) != 2 or len(plan.b.dims) != 2 or j != j2:
-        raise InvalidValueError(f"`expr`: compare_with_plan compiles A[I, J] · B[J, K] (A's second dimension "
-                                f"contracted with B's first), got {shown(expr)}")
     sizes = {d: int(v) for d, v in sizes.items()}
-    compiled = tuple(sharded_matmul_collectives(plan.a.partition_spec(), plan.b.partition_spec(),
-                                                ((sizes[i], sizes[j]), (sizes[j], sizes[k])), mesh,
-                                                dtype=dtype, out_spec=plan.result.partition_spec()))
+    if len(plan.a.dims) == len(plan.b.dims) == 2 and plan.a.dims[1] == plan.b.dims[0] != plan.b.dims[1]:
+        (i, j), k = plan.a.dims, plan.b.dims[1]
+        compiled = tuple(sharded_matmul_collectives(plan.a.partition_spec(), plan.b.partition_spec(),
+                                                    ((sizes[i], sizes[j]), (sizes[j], sizes[k])), mesh,
+                                                    dtype=dtype, out_spec=plan.result.partition_spec()))
+    else:  # any other contraction, batched ones included: as an einsum
+        compiled = tuple(_einsum_collectives(plan, sizes, mesh, dtype))
     itemsize = bytes_per_value(dtype)
     rows = _pair(plan.steps, compiled, itemsize)
     whole = itemsize * max(math.prod(sizes[d] for d in s.dims) for s in (plan.a, plan.b, plan.result))

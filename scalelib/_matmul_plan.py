@@ -368,12 +368,33 @@ def _cost(plan: MatmulPlan) -> float:
     return plan.t_comms_s if plan.t_comms_s is not None else plan.moved_bytes
 
 
-def _build(a, b, out, sizes, topo, dtype, *, reduce_after: bool, gather_from: str | None, scatter_onto: str | None):
+def _build(a, b, out, sizes, topo, dtype, *, reduce_after: bool, gather_from: str | None, scatter_onto: str | None,
+           batch: tuple[str, ...] = ()):
     """One strategy: input collectives, the local matmul, output collectives."""
-    contracted = [d for d in a.dims if d in b.dims]
+    contracted = [d for d in a.dims if d in b.dims and d not in batch]
     words = []
     a_axes = {d: a._axes_of(d) for d in a.dims}
     b_axes = {d: b._axes_of(d) for d in b.dims}
+    # a batch dimension: both operands need the same blocks of it. Reshard the smaller operand to the
+    # other's axes when they are free on it (a free slice if its own axes lead them), else keep the axes
+    # both lead with (gathering the rest)
+    smaller_first = ((b_axes, a_axes, b), (a_axes, b_axes, a))
+    if math.prod(sizes[d] for d in a.dims) < math.prod(sizes[d] for d in b.dims):
+        smaller_first = smaller_first[::-1]
+    for d in batch:
+        if a_axes[d] == b_axes[d]:
+            continue
+        free = [(mine, other, mine_s) for mine, other, mine_s in smaller_first
+                if not set(other[d]) & {x for e, ax in mine.items() if e != d for x in ax}]
+        free.sort(key=lambda c: c[1][d][:len(c[0][d])] != c[0][d])  # a free slice first
+        for mine, other, mine_s in free[:1]:
+            how = "slice" if other[d][:len(mine[d])] == mine[d] else "reshard"
+            mine[d] = other[d]
+            words.append(f"{how} {mine_s.name or 'an operand'} along {d} to match the other"
+                         + (" locally (no communication)" if how == "slice" else ""))
+        if not free:
+            common = _prefix(a_axes[d], b_axes[d])
+            a_axes[d], b_axes[d] = common, common
     for j in contracted:
         common = _prefix(a_axes[j], b_axes[j])
         if a_axes[j] == b_axes[j]:
@@ -389,14 +410,14 @@ def _build(a, b, out, sizes, topo, dtype, *, reduce_after: bool, gather_from: st
         common = _prefix(a_axes[j], b_axes[j])
         a_axes[j], b_axes[j] = common, common
     # case 4: an axis splitting a kept dimension of both operands
-    a_kept = [d for d in a.dims if d not in contracted]
-    b_kept = [d for d in b.dims if d not in contracted]
+    a_kept = [d for d in a.dims if d not in contracted and d not in batch]
+    b_kept = [d for d in b.dims if d not in contracted and d not in batch]
     clash = {x for d in a_kept for x in a_axes[d]} & {x for d in b_kept for x in b_axes[d]}
     if clash:
         side = a_axes if gather_from == "A" else b_axes
         for d in (a_kept if gather_from == "A" else b_kept):
             side[d] = tuple(x for x in side[d] if x not in clash)
-    if out is not None and set(out.dims) == set(a_kept + b_kept):
+    if out is not None and set(out.dims) == set(a_kept + b_kept + list(batch)):
         # a result asked narrower than the operands give: narrow the operand first, for free, and do less work
         for d, side, s in [(d, a_axes, a) for d in a_kept] + [(d, b_axes, b) for d in b_kept]:
             want, have = out._axes_of(d), side[d]
@@ -415,11 +436,11 @@ def _build(a, b, out, sizes, topo, dtype, *, reduce_after: bool, gather_from: st
     a2, b2 = ready
     unreduced = tuple(x for j in contracted for x in a2._axes_of(j))
     dims = tuple(out.dims) if out is not None else tuple(a_kept + b_kept)
-    kept_axes = {**{d: a2._axes_of(d) for d in a_kept}, **{d: b2._axes_of(d) for d in b_kept}}
+    kept_axes = {**{d: a2._axes_of(d) for d in a_kept + list(batch)}, **{d: b2._axes_of(d) for d in b_kept}}
     local = Sharding(dims, tuple(kept_axes[d] for d in dims), a.mesh, unreduced, out.name if out is not None else "C")
     _local(local, sizes)
-    flops = 2.0 * math.prod(_local(a2, sizes)) * math.prod(_local(b2, sizes)[i] for i, d in
-                                                                  enumerate(b2.dims) if d not in contracted)
+    flops = 2.0 * math.prod(_local(a2, sizes)) * math.prod(_local(b2, sizes)[i] for i, d in enumerate(b2.dims)
+                                                          if d not in contracted and d not in batch)
     if out is not None:
         target = out
     elif scatter_onto is not None:
@@ -458,15 +479,15 @@ def _plan(a, b, out, sizes, topo, dtype, **choice) -> MatmulPlan:
         derivation = Derivation("bytes sent per device", "Σ over the collectives",
                                 lambda: " + ".join(q(s.moved_bytes, "B") for s in steps) if len(steps) > 1 else "",
                                 moved, "B")
-    cases = _cases(a, b)
+    cases = _cases(a, b, choice.get("batch", ()))
     expr = f"{a} · {b} → {result}"
     return MatmulPlan(expr, cases, strategy, a, b, tuple(steps), result, flops, moved, t_math, t_comms, time,
                       (), derivation)
 
 
-def _cases(a: Sharding, b: Sharding) -> tuple[int, ...]:
-    contracted = [d for d in a.dims if d in b.dims]
-    found = set()
+def _cases(a: Sharding, b: Sharding, batch: tuple[str, ...] = ()) -> tuple[int, ...]:
+    contracted = [d for d in a.dims if d in b.dims and d not in batch]
+    found = {2 for d in batch if a._axes_of(d) != b._axes_of(d)}  # a batch dimension sharded differently
     for j in contracted:
         aj, bj = a._axes_of(j), b._axes_of(j)
         if aj != bj:
@@ -475,8 +496,8 @@ def _cases(a: Sharding, b: Sharding) -> tuple[int, ...]:
                 found.add(3)
         elif aj:
             found.add(3)
-    kept_a = {x for d in a.dims if d not in contracted for x in a._axes_of(d)}
-    kept_b = {x for d in b.dims if d not in contracted for x in b._axes_of(d)}
+    kept_a = {x for d in a.dims if d not in contracted and d not in batch for x in a._axes_of(d)}
+    kept_b = {x for d in b.dims if d not in contracted and d not in batch for x in b._axes_of(d)}
     if kept_a & kept_b:
         found.add(4)
     return tuple(sorted(found)) or (1,)
@@ -490,7 +511,11 @@ def plan_matmul(expr, sizes, topology, *, dtype="bf16", mesh=None):
     dimensions named in both operands are contracted. Add ``"-> C[...]"`` to ask
     for the result's sharding (collectives after the matmul reach it; narrowing
     a block is free). Without it the result keeps the operands' kept-dimension
-    shardings, fully reduced. The plan follows the book's rules: AllGather an
+    shardings, fully reduced. A dimension named in both operands and in the
+    result is a batch dimension (``"A[B_X, I, J] · B[B_X, J, K] -> C[B_X, I, K]"``):
+    sharded alike on both it needs no communication; sharded differently, one
+    operand is resharded to the other's axes (a free slice where it can be) and
+    the case is 2. The plan follows the book's rules: AllGather an
     operand whose contracting dimension is sharded differently (case 2), AllReduce
     partial sums (case 3), AllGather the operand whose gather moves fewer bytes
     when both split a kept dimension along one axis (case 4). `options` gives
@@ -503,7 +528,8 @@ def plan_matmul(expr, sizes, topology, *, dtype="bf16", mesh=None):
         T = max(T_math, T_comms), T_math = FLOPs per device / C, T_comms = Σ T_collective
 
     Args:
-        expr: e.g. ``"A[I_X, J] · B[J, K_Y]"`` or ``"A[I, J_X] · B[J_X, K] -> C[I, K_X]"`` (· or * or @).
+        expr: e.g. ``"A[I_X, J] · B[J, K_Y]"`` or ``"A[I, J_X] · B[J_X, K] -> C[I, K_X]"`` (· or * or @),
+            or batched, ``"A[B_X, I, J] · B[B_X, J, K] -> C[B_X, I, K]"``.
         sizes: each dimension's global size, ``{"I": 1024, "J": 4096, "K": 8192}``.
         topology: a :class:`TpuSlice` (its axes are the mesh), a :class:`GpuCluster`
             (with `mesh`), or a bare mesh ``{"X": 8, "Y": 4}`` (no times).
@@ -527,20 +553,27 @@ def plan_matmul(expr, sizes, topology, *, dtype="bf16", mesh=None):
     mesh_, topo = _topology(topology, mesh)
     bytes_per_value(dtype)  # checks the dtype
     a, b, out = _operands(expr, mesh_)
-    contracted = [d for d in a.dims if d in b.dims]
+    batch = tuple(d for d in a.dims if d in b.dims and out is not None and d in out.dims)
+    contracted = [d for d in a.dims if d in b.dims and d not in batch]
+    if not contracted and batch and sorted(out.dims) != sorted(dict.fromkeys(a.dims + b.dims)):
+        batch, contracted = (), list(batch)  # not a batched einsum: the result's dimensions are checked below
+    if not contracted and batch:
+        raise InvalidValueError(f"`expr`: the result {out} keeps every dimension {a} and {b} share "
+                                f"({', '.join(batch)}), so nothing is contracted; leave the contracting dimension "
+                                f"out of the result, e.g. 'A[B, I, J] · B[B, J, K] -> C[B, I, K]'")
     if not contracted:
         raise InvalidValueError(f"`expr`: {a} and {b} share no dimension, so nothing is contracted; name the "
                                 f"contracting dimension the same in both, e.g. 'A[I, J] · B[J, K]'")
     if out is not None and out.unreduced:
         raise InvalidValueError(f"`expr`: ask for a result without partial sums; {out} keeps {{U_...}}")
-    kept = [d for d in a.dims if d not in contracted] + [d for d in b.dims if d not in contracted]
+    kept = [d for d in a.dims if d not in contracted] + [d for d in b.dims if d not in contracted and d not in batch]
     if out is not None and sorted(out.dims) != sorted(kept):
         raise InvalidValueError(f"`expr`: the result {out} must have the dimensions {', '.join(kept)} "
                                 f"(those not contracted), got {', '.join(out.dims)}")
     dims = list(dict.fromkeys(list(a.dims) + list(b.dims)))
     sizes = _sizes(sizes, dims)
     _local(a, sizes), _local(b, sizes)
-    cases = _cases(a, b)
+    cases = _cases(a, b, batch)
     # the book's rule first (gather before), then the local matmul with a reduction after; in case 4
     # either operand may be gathered; without a requested result, ReduceScatter onto each dimension too
     options: list[tuple[MatmulPlan, bool]] = []
@@ -560,7 +593,7 @@ def plan_matmul(expr, sizes, topology, *, dtype="bf16", mesh=None):
 
     for reduce_after in (False, True):
         for g in (["A", "B"] if 4 in cases else [None]):
-            choice = dict(reduce_after=reduce_after, gather_from=g, scatter_onto=None)
+            choice = dict(reduce_after=reduce_after, gather_from=g, scatter_onto=None, batch=batch)
             plan = consider(choice, not reduce_after)
             if plan is not None and out is None and any(st.before.unreduced for st in plan.steps):
                 for d in plan.result.dims:

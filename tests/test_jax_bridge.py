@@ -107,6 +107,11 @@ SCRIPT = textwrap.dedent("""
     for expr, mesh in json.loads(sys.argv[2]):
         c = sl.compare_with_plan(expr, {"I": 64, "J": 128, "K": 256}, mesh)
         out["compare"][f"{expr} on {mesh}"] = {"agrees": c.agrees, "rows": [[r.verdict, r.note] for r in c.rows]}
+    out["batched"] = {}
+    for expr, mesh in json.loads(sys.argv[3]):
+        c = sl.compare_with_plan(expr, {"B": 8, "I": 16, "J": 32, "K": 64}, mesh)
+        out["batched"][f"{expr} on {mesh}"] = {"agrees": c.agrees, "rows": [[r.verdict, r.note] for r in c.rows],
+                                               "xla_differs": list(c.xla_differs)}
     out["compare_table"] = str(sl.compare_with_plan("A[I, J_X] · B[J_X, K] -> C[I_X, K]",
                                                     {"I": 64, "J": 128, "K": 256}, {"X": 4, "Y": 2}))
     print(json.dumps(out))
@@ -128,8 +133,9 @@ TOO_FEW = textwrap.dedent("""
 def compiled():
     cases = [[name, mesh, a, b, o] for name, mesh, a, b, o, _, _ in MATMULS]
     compare = [[expr, mesh] for expr, mesh, _, _ in COMPARED]
-    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(cases), json.dumps(compare)], capture_output=True,
-                         text=True, timeout=120)
+    batched = [[expr, mesh] for expr, mesh, _, _ in BATCHED]
+    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(cases), json.dumps(compare), json.dumps(batched)],
+                         capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
@@ -270,7 +276,8 @@ def test_operands_after_xlas_index_comments_are_counted():
     names = [f"%p{i}" for i in range(8)]
     params = "\n".join(f"{n} = f32[8,16]{{1,0}} parameter({i})" for i, n in enumerate(names))
     types = ["f32[8,16]{1,0}"] * 5 + ["/*index=5*/f32[8,16]{1,0}"] + ["f32[8,16]{1,0}"] * 2
-    text = (params + "\n%a2a = (" + ", ".join(types) + ") all-to-all(" + ", ".join(names[:5] + ["/*index=5*/" + names[5]] + names[6:])
+    operands = names[:5] + ["/*index=5*/" + names[5]] + names[6:]
+    text = (params + "\n%a2a = (" + ", ".join(types) + ") all-to-all(" + ", ".join(operands)
             + "), channel_id=1, replica_groups=[1,8]<=[8]")
     (c,) = parse_collectives(text, mesh={"X": 8})
     assert (c.kind, c.axes, c.nbytes) == ("all-to-all", ("X",), 8 * 8 * 16 * 4)
@@ -363,6 +370,31 @@ COMPARED = [
      "f32 on CPU (2x the bytes)"),
     ("A[I_Y, J] · B[J, K_Y]", M42_YX, ["same"], "f32 on CPU (2x the bytes)"),
 ]
+
+
+# Batched einsums (a dimension kept in both operands and the result), compiled as jnp.einsum: (matmul, mesh, the
+# verdicts of the rows, XLA's own strategy where it differs)
+BATCHED = [
+    ("A[B_X, I, J] · B[B_X, J, K] -> C[B_X, I, K]", M42, [], ""),  # the same batch blocks: nothing to move
+    ("A[B_X, I, J] · B[B, J, K] -> C[B_X, I, K]", M42, [], ""),  # B's batch sliced to A's, for free
+    ("A[B_X, I, J_Y] · B[B_X, J_Y, K] -> C[B_X, I, K]", M42, ["same"], ""),  # partial sums over Y: AllReduce_Y
+    ("A[B_X, I, J_Y] · B[B_X, J_Y, K] -> C[B_X, I_Y, K]", M24, ["equivalent"], ""),  # ... or ReduceScatter_Y
+    ("A[B_XY, I, J] · B[B_X, J, K] -> C[B_X, I, K]", M42, ["same"], ""),  # B sliced to B_XY, C gathered over Y
+    ("A[I, J_X] · B[B_Y, J_X, K] -> C[B_Y, I, K]", M24, ["same"], ""),  # a batch dimension in one operand only
+    # batch blocks on different axes: the plan gathers both; XLA swaps blocks with a collective-permute
+    ("A[B_X, I, J] · B[B_Y, J, K] -> C[B_X, I, K]", M42, None, "permute"),
+]
+
+
+def test_batched_einsums_are_planned_as_xla_compiles_them(compiled):
+    from scalelib._jax_bridge import XLA_STRATEGIES
+
+    for expr, mesh, verdicts, differs in BATCHED:
+        got = compiled["batched"][f"{expr} on {mesh}"]
+        if verdicts is None:
+            assert not got["agrees"] and got["xla_differs"] == [XLA_STRATEGIES[differs]], (expr, mesh, got)
+        else:
+            assert got["agrees"] and [v for v, _ in got["rows"]] == verdicts, (expr, mesh, got)
 
 
 def test_scalelibs_plan_agrees_with_the_compiled_collectives_case_by_case(compiled):

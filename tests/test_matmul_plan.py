@@ -223,6 +223,46 @@ def test_the_derivation_shows_each_collective():
     assert "T_matmul = max(T_math, T_comms) = max(FLOPs per device / C, Σ T_collective)" in text
 
 
+# --- batched einsums -------------------------------------------------------------------------------------
+
+BATCH = {"B": 8, "I": 16, "J": 32, "K": 64}
+M42 = {"X": 4, "Y": 2}
+
+
+def test_a_batch_dimension_sharded_alike_everywhere_needs_no_communication():
+    # regression (issue 18): a dimension kept in both operands and the result could not be planned
+    p = sl.plan_matmul("A[B_X, I, J] * B[B_X, J, K] -> C[B_X, I, K]", BATCH, M42)
+    assert p.steps == () and p.cases == (1,) and str(p.result) == "C[B_X, I, K]"
+    assert p.flops == 2 * (8 // 4) * 16 * 32 * 64  # each device multiplies its own batch elements only
+    # without the result, a shared dimension is contracted, as before
+    contracted = sl.plan_matmul("A[B_X, I, J] * B[B_X, J, K]", BATCH, M42)
+    assert str(contracted.result) == "C[I, K]"
+    assert kinds(contracted) == [("AllReduce", ("X",), "C[I, K]{U_X}", "C[I, K]")]
+    q = sl.plan_matmul("A[B_X, I, J_Y] * B[B_X, J_Y, K] -> C[B_X, I, K]", BATCH, M42)
+    assert kinds(q) == [("AllReduce", ("Y",), "C[B_X, I, K]{U_Y}", "C[B_X, I, K]")]
+    assert q.steps[0].nbytes == (8 // 4) * 16 * 64 * BF16
+
+
+def test_a_batch_dimension_sharded_differently_is_resharded_like_any_other():
+    free = sl.plan_matmul("A[B_X, I, J] * B[B, J, K] -> C[B_X, I, K]", BATCH, M42)
+    assert free.steps == () and "slice B along B" in free.strategy  # B's batch narrowed to A's, for free
+    part = sl.plan_matmul("A[B_XY, I, J] * B[B_X, J, K] -> C[B_X, I, K]", BATCH, M42)
+    assert kinds(part) == [("AllGather", ("Y",), "C[B_XY, I, K]", "C[B_X, I, K]")]
+    apart = sl.plan_matmul("A[B_X, I, J] * B[B_Y, J, K] -> C[B_X, I, K]", BATCH, M42)
+    assert apart.cases == (2,)
+    assert kinds(apart) == [("AllGather", ("X",), "A[B_X, I, J]", "A[B, I, J]"),
+                            ("AllGather", ("Y",), "C[B_Y, I, K]", "C[B, I, K]")]
+    # every plan's result is the one asked, and its batch blocks match on both operands before the multiply
+    for plan in (free, part, apart):
+        assert str(plan.result) == "C[B_X, I, K]"
+
+
+def test_a_batched_einsum_needs_a_contracted_dimension():
+    with pytest.raises(sl.InvalidValueError, match=r"^`expr`: the result C\[B, I, K\] keeps every dimension "
+                                                   r"A\[B, I\] and B\[B, K\] share \(B\), so nothing is contracted"):
+        sl.plan_matmul("A[B, I] * B[B, K] -> C[B, I, K]", {"B": 8, "I": 8, "K": 8}, M42)
+
+
 # --- bad input -----------------------------------------------------------------------------------------
 
 
