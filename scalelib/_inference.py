@@ -297,7 +297,7 @@ def prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="bf16", com
     Args:
         model: a model name, a :class:`~scalelib.ModelSpec`, or a parameter count.
         topology: a :class:`~scalelib.TpuSlice`, a :class:`~scalelib.GpuCluster`, or a chip name (with `num_chips`).
-        tokens: T, tokens per prompt (a whole number >= 1, or an array of them).
+        tokens: T, tokens per prompt (>= 1; an array for a sweep).
         batch: B, prompts prefilled together (> 0).
         weight_dtype: dtype of the weights (w bytes each).
         compute_dtype: dtype of the arithmetic (sets C).
@@ -318,7 +318,7 @@ def prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="bf16", com
     """
     spec, n, where = _hardware(topology, num_chips)
     served = _Served(model, 0.0 if not isinstance(model, (str, ModelSpec)) else None, "bf16")
-    T = number("tokens", tokens, positive=True, integer=True)
+    T = number("tokens", tokens, positive=True, at_least=1)
     B = positive("batch", batch)
     w, _, c = _dtypes(weight_dtype, None, compute_dtype, spec)
     eff = share("efficiency", efficiency)

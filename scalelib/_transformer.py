@@ -250,7 +250,7 @@ def _head_sizes(m: ModelSpec) -> tuple[int, int]:
 
 
 def _tokens(tokens, seq_len):
-    n, T = positive("tokens", tokens), number("seq_len", seq_len, positive=True, integer=True)
+    n, T = positive("tokens", tokens), number("seq_len", seq_len, positive=True, at_least=1)
     n, T = broadcast(tokens=n, seq_len=T)
     return n, T
 
@@ -301,7 +301,7 @@ def forward_flops(model, *, seq_len, tokens=1, component="total", causal=False):
 
     Args:
         model: a model name or a :class:`ModelSpec`.
-        seq_len: T, the sequence length (tokens: a whole number >= 1, or an array of them).
+        seq_len: T, the sequence length (tokens, >= 1; an array for a sweep).
         tokens: tokens processed (> 0; 1 gives the FLOPs per token).
         component: ``"total"``, ``"mlp"``, ``"attention"`` (projections), ``"dot_product"`` or ``"embeddings"``
             (the unembedding).
@@ -352,7 +352,7 @@ def train_flops(model, *, seq_len, tokens=1, component="total", causal=False, re
 
     Args:
         model: a model name or a :class:`ModelSpec`.
-        seq_len: T, the sequence length (tokens: a whole number >= 1, or an array of them).
+        seq_len: T, the sequence length (tokens, >= 1; an array for a sweep).
         tokens: tokens processed (> 0; 1 gives the FLOPs per token).
         component: ``"total"``, ``"mlp"``, ``"attention"``, ``"dot_product"`` or ``"embeddings"``.
         causal: count only the unmasked half of dot-product attention (a causal kernel).

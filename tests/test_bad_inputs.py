@@ -234,11 +234,15 @@ def test_a_plan_search_that_fits_nowhere_names_hbm_bytes():
         sl.search_plans("llama-3-8b", 2**20, NODE, seq_len=4096, hbm_bytes=0.5e9)
 
 
-def test_fractional_sequence_lengths_and_prompt_tokens_are_refused():
-    with pytest.raises(sl.InvalidValueError, match=r"^`seq_len` must be a whole number, got 0.5$"):
+def test_sequences_and_prompts_shorter_than_one_token_are_refused():
+    # Fractions above one stay allowed: ch04 sweeps seq_len over np.logspace for a smooth curve.
+    with pytest.raises(sl.InvalidValueError, match=r"^`seq_len` must be >= 1, got 0.5$"):
         sl.train_flops("llama-3-8b", seq_len=0.5)
-    with pytest.raises(sl.InvalidValueError, match=r"^`tokens` must be a whole number, got 2.5$"):
-        sl.prefill_time_s("llama-3-70b", V5E_16, tokens=2.5)
+    with pytest.raises(sl.InvalidValueError, match=r"^`seq_len` must be >= 1, got 0.5$"):
+        sl.model_flops_utilization("llama-3-8b", 2**20, 10.0, V5P_64, seq_len=0.5)
+    with pytest.raises(sl.InvalidValueError, match=r"^`tokens` must be >= 1, got 0.5$"):
+        sl.prefill_time_s("llama-3-70b", V5E_16, tokens=0.5)
+    assert sl.train_flops("llama-3-8b", seq_len=np.logspace(9, 20, 5, base=2)).shape == (5,)
 
 
 def test_load_chips_checks_replace_before_reading_the_file():
