@@ -195,11 +195,13 @@ def test_ep_sends_k_copies_of_each_token_by_alltoall_twice_per_pass():
 # --- pipeline: each stage passes its activations on; DCN: the gradients cross slices ------------------
 
 
-@pytest.mark.parametrize("v", [1, 2])
-def test_a_pipeline_stage_sends_each_tokens_d_values_once_per_chunk_and_pass(v):
-    p, B = 8, 16 * 4096
+@pytest.mark.parametrize("p, v", [(2, 1), (8, 1), (2, 2), (8, 2)])
+def test_a_pipeline_stage_sends_each_tokens_d_values_once_per_chunk_and_pass(p, v):
+    B = 16 * 4096
     schedule = "interleaved" if v > 1 else "1f1b"
-    c = cost(sl.ParallelPlan(pipeline=p, microbatches=16, schedule=schedule, virtual_stages=v), B)
+    c = cost(sl.ParallelPlan(data=8 // p, pipeline=p, microbatches=16 // (8 // p), schedule=schedule,
+                             virtual_stages=v), B)
+    B = B / (8 // p)  # tokens per replica
     hop = v * BF16 * B * D8 / NVLINK
     assert c.comms_s["PP"] == pytest.approx(2 * hop, rel=1e-9)
 
