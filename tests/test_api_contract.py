@@ -138,7 +138,7 @@ CALLS = {
     "training_memory_bytes": (sl.training_memory_bytes, ("llama-3-8b", 2**20, sl.ParallelPlan(fsdp=16), CLUSTER),
                               {"seq_len": 4096, "param_dtype": "bf16", "grad_dtype": "bf16", "optimizer": "adam",
                                "optimizer_dtype": "f32", "master_dtype": "f32"}),
-    "model_flops_utilization": (sl.model_flops_utilization, ("llama-3-8b", 2**20, 1.0, CLUSTER),
+    "model_flops_utilization": (sl.model_flops_utilization, ("llama-3-8b", 2**20, 8.0, CLUSTER),
                                 {"seq_len": 4096, "slices": 1, "dtype": "bf16"}),
     "zero_state_bytes": (sl.zero_state_bytes, (7.5e9, 64), {"stage": 2, "param_dtype": "bf16", "grad_dtype": "bf16",
                                                              "optimizer": "adam", "optimizer_dtype": "f32",
