@@ -23,7 +23,7 @@ from ._derivation import Derivation, derivable, explain, plain, q
 from ._errors import InvalidValueError
 from ._specs import BANDWIDTHS, ChipSpec, bytes_per_value, chip as _chip, dtype_name
 from ._units import fmt
-from ._validate import name as _name, nonnegative, number, positive, share, shown
+from ._validate import name as _name, nonnegative, positive, share
 
 
 def _bandwidth(bandwidth) -> str:
