@@ -645,10 +645,10 @@ def weight_stationary_comms_time_s(B, D, F, num_chips, chip, *, layout="1d", X=N
     W = _ws_bandwidth(chip)
     if not isinstance(layout, str) or layout not in ("1d", "2d"):
         raise InvalidValueError(f"`layout` must be '1d' or '2d', got {shown(layout)}")
+    M = count("axes", axes)  # checked with either layout, though only 1D uses it
     if layout == "1d":
         if X is not None:
             raise InvalidValueError("`X` is the D split of the 2D layout; leave it out with layout='1d'")
-        M = count("axes", axes)
         return Derivation("T_1D", "2·x·B·D / (axes·W)", lambda: f"2·{q(x)}·{q(B)}·{q(D)} / ({M}·{q(W.value, 'B/s')})",
                           plain(2 * x * np.asarray(B_) * np.asarray(D_) / (M * W.value)), "s", (W,),
                           where=(f"x: bytes per activation; W: a link's ICI bandwidth, both ways; an AllGather of "

@@ -149,6 +149,8 @@ def test_weight_stationary_comms_takes_whole_chip_counts_and_an_x_that_divides_t
     with pytest.raises(sl.InvalidValueError, match=r"^`X` must divide `num_chips` = 256 .*got 512$"):
         sl.weight_stationary_comms_time_s(*args, 256, "tpu-v5p", layout="2d", X=512)
     assert sl.weight_stationary_comms_time_s(*args, 256, "tpu-v5p", layout="2d", X=8) > 0
+    with pytest.raises(sl.InvalidValueError, match=r"^`axes` must be a whole number >= 1, got -1$"):
+        sl.weight_stationary_comms_time_s(*args, 256, "tpu-v5p", layout="2d", axes=-1)  # was ignored with 2D
 
 
 def test_weight_stationary_comms_on_a_chip_without_ici_names_chip_not_bandwidth():
