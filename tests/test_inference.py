@@ -364,6 +364,9 @@ def test_smallest_slices_on_a_3d_torus_follow_the_offered_shapes():
     for params, shape in ((150e9, (2, 2, 1)), (700e9, (2, 2, 4)), (3e12, (4, 4, 4)), (10e12, (4, 8, 8)),
                           (20e12, (8, 8, 8))):
         assert sl.smallest_slice(params, "tpu-v5p").shape == shape
+    # v5e (16 GB a chip) on its 2D pod, up to the whole 16x16
+    for params, shape in ((70e9, (4, 4)), (500e9, (8, 8)), (1e12, (8, 16)), (1.5e12, (16, 16))):
+        assert sl.smallest_slice(params, "tpu-v5e").shape == shape
 
 
 def test_a_model_given_as_a_parameter_count_must_be_positive():

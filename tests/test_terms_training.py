@@ -225,3 +225,26 @@ def test_a_compute_bound_step_is_three_forwards_at_peak_and_its_mfu_is_below_one
     assert c.time_s == pytest.approx(3 * f / (64 * V5P["bf16_flops_per_s"]), rel=1e-9)
     assert c.mfu == pytest.approx(1.0, rel=1e-9)
     assert math.isclose(c.tokens_per_chip, 4096)
+
+
+# --- activations: what each remat policy keeps per token and layer ---------------------------------------
+
+
+def test_activation_memory_is_what_each_remat_policy_keeps_per_token_and_layer():
+    # One replica's 4096 tokens on one chip's stage of all 32 layers, one microbatch held, bf16 values. By hand,
+    # per token and layer, for a LLaMA layer (gated MLP, grouped-query attention):
+    m = MODELS["llama-3-8b"]
+    L, D, F, N, K, H = (m[k] for k in "LDFNKH")
+    dot_product = 2 * D + (N + 2 * K) * H + 2 * F   # the two blocks' inputs, Q, K and V, the gate and up outputs
+    none = dot_product + 3 * D + N * H + F + N      # plus residual sums and W_O's, AV's and the MLP's outputs,
+    full = D                                        # and the softmax's row statistics; full remat: the layer input
+    tokens = 4096
+    plan = lambda remat: sl.ParallelPlan(data=8, remat=remat)  # noqa: E731
+    acts = {r: cost(plan(r), 8 * tokens).memory_bytes["activations"] for r in ("none", "dot_product", "full")}
+    assert acts["dot_product"] == pytest.approx(BF16 * dot_product * tokens * L, rel=1e-12)
+    assert acts["none"] == pytest.approx(BF16 * none * tokens * L, rel=1e-12)
+    # full remat keeps one vector a layer, and recomputes one layer at a time into a full layer's worth
+    assert acts["full"] == pytest.approx(BF16 * full * tokens * L + BF16 * none * tokens, rel=1e-12)
+    # tensor parallelism splits them (sequence parallelism): TP 2 halves every kind
+    tp = cost(sl.ParallelPlan(data=4, tensor=2, remat="dot_product"), 4 * tokens).memory_bytes["activations"]
+    assert tp == pytest.approx(acts["dot_product"] / 2, rel=1e-12)
