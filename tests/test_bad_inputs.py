@@ -291,16 +291,10 @@ COMBINATIONS = [
     (r"^`(dtype|bandwidth)`: \S+ has no (published \S+ rate|\S+ bandwidth); it has",
      "a real chip without the rate or link that `dtype` or `bandwidth` asks for: named by that argument"),
 ]
-#: Corrections to the contract table's valid calls: its MFU call has a step shorter than physically possible
-#: (1 s where 16 H100s need 3.4 s at peak for 2**20 tokens of LLaMA-3-8B), which is now refused.
-CORRECTED = {
-    "model_flops_utilization": (sl.model_flops_utilization, ("llama-3-8b", 2**20, 4.0, contract.CLUSTER),
-                                {"seq_len": 4096, "slices": 1, "dtype": "bf16"}),
-}
 
 
 def _call_of(name):
-    return CORRECTED.get(name, contract.CALLS[name])
+    return contract.CALLS[name]
 
 
 def _named_slots(name):
@@ -368,4 +362,3 @@ def test_the_sweep_covers_the_contract_table_and_every_allowance_names_an_existi
     assert set(NOT_SWEPT) <= set(contract.CALLS)
     for name, arg in ALLOWED:  # an allowance for an argument that no longer exists would hide nothing
         assert arg in dict((a, s) for s, a in _named_slots(name)), (name, arg)
-    assert set(CORRECTED) <= set(contract.CALLS)
