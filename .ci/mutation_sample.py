@@ -29,20 +29,28 @@ def score(session: str) -> None:
     """Print the share of the sampled mutants the tests killed, and each survivor's diff."""
     from cosmic_ray.work_item import TestOutcome
 
-    killed, survived = 0, []
+    killed, timeouts, survived, broken = 0, 0, [], 0
     with use_db(session) as db:
         for item, result in db.completed_work_items:
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                continue
             if result.worker_outcome != WorkerOutcome.NORMAL:
+                broken += 1  # the worker failed to run the tests at all: neither killed nor survived
                 continue
             if result.test_outcome == TestOutcome.SURVIVED:
                 survived.append(result.diff)
             else:
                 killed += 1
+                # cosmic-ray counts a test run past the timeout as killed; on a busy machine that may be
+                # a slow survivor, so say how many there were
+                timeouts += (result.output or "").strip() == "timeout"
     total = killed + len(survived)
     for diff in survived:
         print("\n".join(line for line in diff.splitlines() if line.startswith(("---", "+++", "@@", "-", "+"))))
     print(f"mutation score: {killed} of {total} sampled mutants killed ({100 * killed / max(total, 1):.1f}%), "
-          f"{len(survived)} survived")
+          f"{len(survived)} survived"
+          + (f"; {timeouts} of the kills by timeout (rerun those on an idle machine)" if timeouts else "")
+          + (f"; {broken} not run (the worker failed)" if broken else ""))
 
 
 if __name__ == "__main__":
