@@ -466,11 +466,12 @@ def _check_plan(s: _Setup, plan, topology) -> ParallelPlan:
         if plan.replicas > s.B:
             raise InvalidValueError(f"`plan`: {plan.replicas} replicas (data·fsdp·slices) is more than the batch's "
                                     f"{s.B:g} tokens (`B`); each replica needs at least one token")
-        share = s.B / plan.replicas
+        per_replica = s.B / plan.replicas
         raise InvalidValueError(
-            f"`plan`: microbatches = {plan.microbatches} cut a replica's {share:g} tokens into "
-            f"{share / plan.microbatches:g} each, less than one sequence (seq_len = {s.T:g} tokens); a sequence is "
-            f"never split over microbatches: use at most {max(int(share // s.T), 1)} (or a larger `B`)")
+            f"`plan`: microbatches = {plan.microbatches} cut a replica's {per_replica:g} tokens into "
+            f"{per_replica / plan.microbatches:g} each, less than one sequence (`seq_len` = {s.T:g} tokens); a "
+            f"sequence is never split over microbatches: use at most {max(int(per_replica // s.T), 1)} (or a larger "
+            f"`B`)")
     return plan
 
 
