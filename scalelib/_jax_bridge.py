@@ -607,7 +607,8 @@ class PlanRow:
     the compiler has); `compiled` the collectives of the HLO that do its work
     (empty if XLA needs none); `verdict` is ``"same"``, ``"equivalent"``,
     ``"mismatch"``, ``"only planned"`` or ``"only compiled"``; `note` says how
-    they differ (for ``"equivalent"``, always one of the named :data:`REASONS`).
+    they differ (for ``"equivalent"``, always one of the named reasons in
+    ``scalelib._jax_bridge.REASONS``).
     """
 
     predicted: object | None
@@ -622,10 +623,10 @@ class PlanComparison:
 
     `agrees` is True when every row is the same collective, or an equivalent one
     (a named reason), and nothing is left over on either side. When it is not,
-    `xla_differs` names XLA's own strategies that account for it
-    (:data:`XLA_STRATEGIES`; empty if none does). Printed, it is the chapter's
-    table: kind, axes and bytes per device (as the compiled op counts them: an
-    AllToAll's block, not the whole array), planned and compiled.
+    `xla_differs` names XLA's own strategies that account for it (from
+    ``scalelib._jax_bridge.XLA_STRATEGIES``; empty if none does). Printed, it is
+    the chapter's table: kind, axes and bytes per device (as the compiled op
+    counts them: an AllToAll's block, not the whole array), planned and compiled.
     """
 
     expr: str
@@ -702,7 +703,7 @@ XLA_STRATEGIES = {
 
 
 def _strategies(steps, compiled, rows, itemsize: float, whole_bytes: float) -> tuple[str, ...]:
-    """The named reasons (:data:`XLA_STRATEGIES`) why XLA's collectives differ from the planned `steps`."""
+    """The named reasons (XLA_STRATEGIES) why XLA's collectives differ from the planned `steps`."""
     if all(r.verdict in ("same", "equivalent") for r in rows):
         return ()
     found = []
@@ -813,13 +814,13 @@ def compare_with_plan(expr, sizes, mesh, *, dtype="bf16"):
     collective has the planned kind, runs over the planned mesh axes and moves
     the planned bytes per device within 1% (twice them in f32 for a bf16 plan:
     CPU XLA carries bf16 in f32, and the note says so). It is "equivalent" only
-    with a named reason (:data:`REASONS`): on CPU an all-reduce then a slice
-    where a TPU would reduce-scatter; a collective-permute moving a shard onto
-    another axis before an all-gather of the same bytes over it; one all-gather
-    per axis; an all-to-all followed by a collective-permute. Anything else is a
-    "mismatch" (the note gives the axes and bytes of both), "only planned" or
-    "only compiled"; `xla_differs` then names XLA's own strategy where it has one
-    (:data:`XLA_STRATEGIES`).
+    with a named reason (``scalelib._jax_bridge.REASONS``): on CPU an all-reduce
+    then a slice where a TPU would reduce-scatter; a collective-permute moving a
+    shard onto another axis before an all-gather of the same bytes over it; one
+    all-gather per axis; an all-to-all followed by a collective-permute. Anything
+    else is a "mismatch" (the note gives the axes and bytes of both), "only
+    planned" or "only compiled"; `xla_differs` then names XLA's own strategy
+    where it has one (``scalelib._jax_bridge.XLA_STRATEGIES``).
 
     Args:
         expr: the matmul in the book's notation, ``"A[I, J_X] · B[J_X, K]"``
