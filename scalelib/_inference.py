@@ -29,7 +29,7 @@ from ._specs import ChipSpec, bytes_per_value, chip as _chip, dtype_name
 from ._topology import GpuCluster, TpuSlice
 from ._transformer import forward_flops, kv_cache_bytes, params as _params
 from ._units import fmt
-from ._validate import count, flag, nonnegative, number, positive, share, shown
+from ._validate import broadcast, count, flag, nonnegative, number, positive, share, shown
 
 
 # --- what is served, and on what ------------------------------------------------------------------
@@ -110,11 +110,7 @@ def _check_weights_fit(served: _Served, weights: Derivation, spec: ChipSpec, n: 
 def _batch_and_context(batch, context):
     B = positive("batch", batch)
     S = nonnegative("context", context)
-    try:
-        B, S = np.broadcast_arrays(np.asarray(B, dtype=float), np.asarray(S, dtype=float))
-    except ValueError:
-        raise InvalidValueError(f"`batch` and `context` must have shapes that broadcast, got {np.shape(B)} and "
-                                f"{np.shape(S)}") from None
+    B, S = broadcast(batch=B, context=S)
     return plain(B), plain(S)
 
 

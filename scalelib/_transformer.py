@@ -467,11 +467,7 @@ def attention_intensity(T, S, *, G=1, dtype="bf16"):
     T_, S_, G_ = positive("T", T), positive("S", S), positive("G", G)
     name = dtype_name(dtype)
     b = bytes_per_value(name)
-    try:
-        T_, S_, G_ = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (T_, S_, G_)))
-    except ValueError:
-        raise InvalidValueError(f"`T`, `S` and `G` must have shapes that broadcast, got {np.shape(T_)}, "
-                                f"{np.shape(S_)} and {np.shape(G_)}") from None
+    T_, S_, G_ = broadcast(T=T_, S=S_, G=G_)
     return Derivation("I_attention", "4·T·S·G / (b·2·(T·G + S))",
                       lambda: f"4·{q(T)}·{q(S)}·{q(G)} / ({q(b)}·2·({q(T)}·{q(G)} + {q(S)}))",
                       plain(4 * T_ * S_ * G_ / (b * 2 * (T_ * G_ + S_))), "FLOP/B",
