@@ -285,7 +285,7 @@ def _mesh_groups(text: str):
     if m.group(2):
         iota = re.fullmatch(r"\s*(?:\[([\d,]+)\]<=)?\[([\d,]+)\](?:T\(([\d,]+)\))?\s*", m.group(2))
         if iota:
-            ids = _iota("", iota.group(2), iota.group(3))
+            ids = _iota(iota.group(1) or "", iota.group(2), iota.group(3)).reshape(-1)
         else:
             ids = np.array([int(x) for x in re.findall(r"\d+", m.group(2))])
         if ids.size != total:

@@ -326,13 +326,17 @@ def test_text_without_collectives_gives_none():
     (lambda: sl.parse_collectives("%ar = f32[4]{0} all-reduce(f32[4]{0} %p), replica_groups=[2,4]<=[2,4]T(0,0)"),
      r"`hlo_text`: cannot read the replica groups [2,4]<=[2,4]T(0,0) (T(0,0) is not an order of the 2 "
      r"dimensions); XLA writes [groups,size]<=[devices], e.g. [2,4]<=[8] or [4,2]<=[2,4]T(1,0)"),
+    (lambda: sl.parse_collectives("%ar = f32[4]{0} all-reduce(f32[4]{0} %p), replica_groups=mesh['a'=8], "
+                                  "device_ids=([3,3]<=[8]) {'a'}"),
+     r"`hlo_text`: cannot read the replica groups [3,3]<=[8] (3x3 groups do not hold the 8 devices); XLA writes "
+     r"[groups,size]<=[devices], e.g. [2,4]<=[8] or [4,2]<=[2,4]T(1,0)"),
     (lambda: sl.parse_collectives("%ar = q7[4]{0} all-reduce(q7[4]{0} %p), replica_groups={{0,1}}"),
      r"`hlo_text`: unknown HLO element type 'q7' in 'ar = q7[4]{0} all-reduce(...)'; expected one of pred, s2, "
      r"s4, s8, s16, s32, s64, u2, u4, u8, u16, u32, u64, f16, bf16, f32, f64, c64, c128, f4e2m1fn, f8e3m4, "
      r"f8e4m3, f8e4m3fn, f8e4m3fnuz, f8e4m3b11fnuz, f8e5m2, f8e5m2fnuz, f8e8m0fnu"),
 ], ids=["zero-axis", "axis-twice", "names-short", "names-str", "4-axes", "spec-axis-twice", "unknown-axis",
         "spec-length", "spec-entry", "not-divisible", "shapes-J", "dtype", "fn", "hlo-bytes", "iota-3x3-of-8",
-        "summary-iota-3x3-of-8", "iota-bad-transpose", "dtype-q7"])
+        "summary-iota-3x3-of-8", "iota-bad-transpose", "mesh-device-ids-3x3-of-8", "dtype-q7"])
 def test_bad_input_is_a_scalelib_error_that_names_the_argument(call, message):
     with pytest.raises(sl.InvalidValueError) as err:
         call()

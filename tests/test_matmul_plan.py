@@ -363,6 +363,20 @@ def test_every_planned_result_is_a_valid_sharding_of_the_product(a, b):
 
 
 @settings(max_examples=60, deadline=None)
+@given(a=operand("BIJ"), b=operand("BJK"), c=operand("BIK"))
+def test_a_batched_plan_multiplies_matching_batch_blocks_and_reaches_the_result_asked(a, b, c):
+    sizes = {"B": 8, "I": 8, "J": 8, "K": 8}
+    p = sl.plan_matmul(f"A{a} · B{b} -> C{c}", sizes, MESH)
+    assert str(p.result) == f"C{c}" and p.result.unreduced == ()
+    total = sl.einsum_flops("bij,bjk->bik", {"b": 8, "i": 8, "j": 8, "k": 8})  # chapter 4's count, batch once
+    for plan in p.options:
+        # the 8 devices' local multiplies cover the whole product at least once, and none does more than all of it
+        assert total <= 8 * plan.flops and plan.flops <= total and plan.result == p.result
+        for step in plan.steps:
+            assert sl.sharding(str(step.after), MESH) == step.after
+
+
+@settings(max_examples=60, deadline=None)
 @given(axes=st.lists(st.sampled_from("XYZ"), min_size=1, max_size=3, unique=True),
        dim=st.sampled_from("IJ"), other=st.sampled_from(["", "_"]), n=st.integers(1, 4))
 def test_allgather_and_reducescatter_move_the_same_bytes_as_transposes(axes, dim, other, n):
