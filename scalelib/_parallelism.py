@@ -23,8 +23,11 @@ def _link_bandwidth(topology, axes) -> tuple[float, str, tuple[str, ...]]:
     if isinstance(topology, TpuSlice):
         used = [a for a in topology.axes(axes) if topology.shape[topology.axis_names.index(a)] > 1]
         if not used:
+            if axes is None:
+                raise InvalidValueError(f"`topology`: {topology!r} is one chip: there is nothing to parallelise "
+                                        f"over; give a slice with more than one chip along some axis")
             raise InvalidValueError(f"`axes`: {topology!r} has one chip along {shown(axes)}: there is nothing to "
-                                    f"parallelise over")
+                                    f"parallelise over; name axes of more than one chip")
         return (sum(topology.axis_bytes_per_s(a) for a in used), "W_ici",
                 (f"W_ici: ICI bandwidth a chip has over axes {''.join(used)} (both directions on a ring)",))
     if isinstance(topology, GpuCluster):

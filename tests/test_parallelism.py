@@ -36,8 +36,11 @@ def test_pipeline_bubble_by_hand():
 def test_bad_parallelism_arguments():
     with pytest.raises(sl.InvalidValueError, match=r"^`axes`: a GPU cluster takes no `axes`"):
         sl.data_parallel_critical_batch(sl.gpu_cluster(1, "h100"), axes="X")
-    with pytest.raises(sl.InvalidValueError, match=r"^`axes`: TpuSlice\(tpu-v5e, X=4, Y=1; 4 chips\) has one chip along 'Y': there is nothing to parallelise over$"):
+    with pytest.raises(sl.InvalidValueError, match=r"^`axes`: TpuSlice\(tpu-v5e, X=4, Y=1; 4 chips\) has one chip along 'Y': there is nothing to parallelise over; name axes of more than one chip$"):
         sl.data_parallel_critical_batch(sl.tpu_slice((4, 1), "tpu-v5e"), axes="Y")
+    # no axes named: the whole slice is one chip, so the fault is the topology's, not an axis called None
+    with pytest.raises(sl.InvalidValueError, match=r"^`topology`: TpuSlice\(tpu-v5e, X=1, Y=1; 1 chips\) is one chip"):
+        sl.data_parallel_critical_batch(sl.tpu_slice((1, 1), "tpu-v5e"))
     with pytest.raises(sl.InvalidValueError, match=r"^`microbatches` must be a whole number >= 1, got 0$"):
         sl.pipeline_bubble_fraction(4, 0)
     with pytest.raises(sl.InvalidValueError, match=r"^`stages` must be a whole number, got 0.5$"):
