@@ -369,6 +369,13 @@ def test_smallest_slices_on_a_3d_torus_follow_the_offered_shapes():
         assert sl.smallest_slice(params, "tpu-v5e").shape == shape
 
 
+def test_a_sweep_that_runs_out_of_memory_names_its_first_batch_that_does_not_fit():
+    with pytest.raises(sl.InvalidValueError, match=r"^batch 500 at context 8192 does not fit on .* the largest batch "
+                                                   r"that fits is 138 \(max_batch_size\)"):
+        sl.generate_step_time_s("llama-3-70b", V5E_4X4, batch=np.array([1, 138, 500, 1000]), context=8192,
+                                weight_dtype="int8")
+
+
 def test_a_model_given_as_a_parameter_count_must_be_positive():
     with pytest.raises(sl.InvalidValueError, match=r"^`model` must be positive \(> 0\), got 0$"):
         sl.generate_step_time_s(0, "tpu-v5e", batch=4, context=8192, kv_bytes_per_token=100e3, num_chips=16)
