@@ -38,15 +38,17 @@ PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadscope
 test: setup site
 	$(PYTEST)
 
-# Random exploration of the property tests (Hypothesis's examples drawn afresh each run, FUZZ_RUNS runs).
+# Random exploration of the property tests (Hypothesis's examples drawn afresh each run, FUZZ_RUNS runs,
+# each test given FUZZ_SCALE times its usual number of examples).
 # Not in CI and not in make test: what it finds is printed with its reproduction, and becomes a named
 # regression test. Failing examples are kept in .hypothesis/ and replayed first by the next make fuzz.
 FUZZ_RUNS ?= 3
+FUZZ_SCALE ?= 10
 fuzz: $(VENV)/.installed
 	@status=0; for run in $$(seq $(FUZZ_RUNS)); do \
 		echo "== make fuzz: run $$run of $(FUZZ_RUNS)"; \
-		SCALELIB_HYPOTHESIS=fuzz $(PY) -m pytest -n $(WORKERS) -q -p no:cacheprovider tests \
-			--hypothesis-show-statistics || status=1; \
+		SCALELIB_HYPOTHESIS=fuzz FUZZ_SCALE=$(FUZZ_SCALE) $(PY) -m pytest -n $(WORKERS) -q -p no:cacheprovider tests \
+			|| status=1; \
 	done; exit $$status
 
 # SUITE=yes (the default) also times one run of the whole test suite, which needs the built site.

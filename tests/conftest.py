@@ -3,7 +3,7 @@
 `make test` (with or without ``CI`` set) runs every property test derandomized: the examples are a
 function of the test's own code, so the same tree gives the same result for a learner and for CI.
 Random exploration is `make fuzz` (``SCALELIB_HYPOTHESIS=fuzz``): fresh random examples on every run,
-only the property tests collected, failures stored in ``.hypothesis/`` and printed with their
+only the property tests collected, each with ``FUZZ_SCALE`` (10) times its usual number of examples, failures stored in ``.hypothesis/`` and printed with their
 reproduction; each bug it finds becomes a named regression test.
 """
 
@@ -36,6 +36,11 @@ def pytest_collection_modifyitems(config, items):
     keep = [item for item in items if is_hypothesis_test(getattr(item, "obj", None))]
     config.hook.pytest_deselected(items=[item for item in items if item not in keep])
     items[:] = keep
+    # Each property test explores FUZZ_SCALE times as many examples as make test gives it.
+    scale = int(os.environ.get("FUZZ_SCALE", "10"))
+    for item in keep:
+        own = item.obj._hypothesis_internal_use_settings
+        item.obj._hypothesis_internal_use_settings = settings(own, max_examples=own.max_examples * scale)
 
 
 @pytest.fixture(autouse=True)
