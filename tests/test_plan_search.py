@@ -58,6 +58,13 @@ def test_the_search_prices_each_plan_as_training_cost_does():
         assert cost.time_s == found.step_times_s[i] and cost.memory_bytes["total"] == found.memory_bytes[i]
     fits = np.isfinite(found.step_times_s) & (found.memory_bytes <= topo.spec.hbm_bytes)
     assert found.best.time_s == found.step_times_s[fits].min()
+    # of the plans that tie for the fastest, the one needing the least memory
+    fastest = fits & (found.step_times_s == found.step_times_s[fits].min())
+    assert found.best.memory_bytes["total"] == found.memory_bytes[fastest].min()
+    # each runner-up says how much slower it is than the best
+    for cost, why in found.runners_up:
+        if why.split(":")[0].endswith("slower"):
+            assert why.startswith(f"{cost.time_s / found.best.time_s - 1:.0%} slower: ")
 
 
 def test_runners_up_are_other_kinds_of_parallelism_each_with_its_reason():

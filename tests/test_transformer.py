@@ -290,6 +290,16 @@ def test_sizes_must_be_positive_whole_numbers(field, value):
         sl.ModelSpec(**shape)
 
 
+@pytest.mark.parametrize("field", ["published_params", "published_active_params"])
+@pytest.mark.parametrize("value", [0, -7e9, float("nan"), float("inf"), True, "8e9"])
+def test_a_published_count_must_be_a_positive_number(field, value):
+    shape = dict(L=2, D=64, F=256, N=4, K=4, H=16, V=100, E=4, k=2)
+    with pytest.raises(sl.InvalidValueError, match=rf"^ModelSpec 'custom': `{field}` must be a positive number or "
+                                                   rf"None, got"):
+        sl.ModelSpec(**shape, **{field: value})
+    assert getattr(sl.ModelSpec(**shape, **{field: 7}), field) == 7.0
+
+
 def test_impossible_mixtures_of_experts_are_refused():
     shape = dict(L=4, D=64, F=256, N=4, K=4, H=16, V=100)
     with pytest.raises(sl.InvalidValueError, match=r"`k` must be at most E: a token uses k of the E experts, "
