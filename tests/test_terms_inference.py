@@ -211,6 +211,11 @@ def test_the_prefill_pool_matches_the_rate_generate_servers_free_slots():
     assert sl.prefill_to_generate_ratio(0.91, 0.019, batch=32, output_tokens=512, prefills_per_pass=2) == (
         pytest.approx(0.91 / (0.019 * 512 / 32) / 2))
     assert sl.kv_tokens_freed_per_step(32, 8192, 4096) == pytest.approx(32 * (8192 + 4096) / 4096)
+    # the derivation shows k only when a pass takes more than one prompt
+    one = str(sl.explain(sl.prefill_to_generate_ratio, 0.91, 0.019, batch=32, output_tokens=512))
+    two = str(sl.explain(sl.prefill_to_generate_ratio, 0.91, 0.019, batch=32, output_tokens=512, prefills_per_pass=2))
+    assert one.startswith("P/G = B · T_prefill / (T_step · G_tokens) = 32 · 910 ms / (19 ms · 512) = 2.99 servers")
+    assert two.startswith("P/G = B · T_prefill / (T_step · G_tokens · k) = 32 · 910 ms / (19 ms · 512 · 2) = 1.5")
 
 
 def test_a_sweep_is_the_scalar_formula_elementwise():
