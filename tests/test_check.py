@@ -11,7 +11,7 @@ import pytest
 
 import scalelib as sl
 from scalelib.course import check as _check
-from scalelib.course.check import COMMON_SLIPS, VERDICT_KEY, Exercise, register
+from scalelib.course.check import COMMON_SLIPS, INVOLVES_BY_UNIT, VERDICT_KEY, Exercise, register
 
 
 def _twice(B, D):
@@ -52,7 +52,9 @@ def test_one_element_list_counts_as_a_number():
 
 
 def _slip(factor, unit="B"):
-    return next(slip.text for slip in COMMON_SLIPS if slip.factor == factor and unit in slip.units)
+    """The text of the common slip of `factor` named for an answer in `unit` (one declaring no `involves`)."""
+    return next(slip.text for slip in COMMON_SLIPS if slip.factor == factor and (
+        slip.about in INVOLVES_BY_UNIT.get(unit, ()) if slip.about else unit in slip.units))
 
 
 @pytest.mark.parametrize("factor", [2.0, 8.0, 1e3, 1024.0, 1.024**3])

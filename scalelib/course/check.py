@@ -25,6 +25,8 @@ import importlib
 import itertools
 import math
 import os
+import re
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -51,20 +53,50 @@ FLOP_UNITS = frozenset({"FLOP", "FLOP/s", "FLOP/B"})
 BINARY_PREFIX_TOLERANCE = 0.002
 
 
+#: What a generic slip can be about, beyond the unit an answer is written in. An exercise names the ones its
+#: question involves (``Exercise(involves={"dtype", "flops"})``); one that names none gets them from its unit
+#: (:data:`INVOLVES_BY_UNIT`). A slip about a quantity is named only for an exercise that involves it.
+QUANTITIES = {
+    "flops": "the answer counts FLOPs (a multiply-add is 2 of them), or is a time or rate computed from them",
+    "dtype": "the answer depends on a precision: bytes per value, or a chip's peak FLOP/s at that precision",
+    "bandwidth": "the answer uses an interconnect bandwidth that is quoted one way or bidirectional",
+}
+#: What an exercise that declares no `involves` involves, from its unit: a FLOP count counts multiply-adds, a
+#: byte count has a bytes per value, a bandwidth a direction. A time involves what its question uses, so a
+#: time's exercise declares it.
+INVOLVES_BY_UNIT: Mapping[str, frozenset] = {
+    "FLOP": frozenset({"flops"}), "FLOP/s": frozenset({"flops"}), "FLOP/B": frozenset({"flops"}),
+    "B": frozenset({"dtype"}), "B/s": frozenset({"bandwidth"}),
+}
+
+
+def involved(exercise: "Exercise") -> frozenset:
+    """The quantities `exercise` involves: those it declares, else those of its unit."""
+    if exercise.involves is not None:
+        return frozenset(exercise.involves)
+    return INVOLVES_BY_UNIT.get(exercise.unit, frozenset())
+
+
 @dataclass(frozen=True)
 class Slip:
-    """A common slip: an answer `factor` times too large or too small, for answers in `units`.
+    """A common slip: an answer `factor` times too large or too small.
 
-    `units` is a set of unit strings, or ``"fraction"`` for a dimensionless answer
-    between 0 and 1 (unit ""); `tolerance` overrides the exercise's own when set.
+    A slip about a quantity (`about`, one of :data:`QUANTITIES`) is named for an exercise
+    that involves it, whatever its unit; one about how the answer is written (SI or
+    binary prefixes, bits for bytes, a percentage) for answers in `units`: a set of unit
+    strings, or ``"fraction"`` for a dimensionless answer between 0 and 1 (unit "").
+    `tolerance` overrides the exercise's own when set.
     """
 
     factor: float
     text: str
-    units: frozenset | str
+    units: frozenset | str | None = None
     tolerance: float | None = None
+    about: str | None = None
 
-    def applies_to(self, unit: str, reference) -> bool:
+    def applies_to(self, unit: str, reference, exercise: "Exercise | None" = None) -> bool:
+        if self.about is not None:
+            return exercise is not None and self.about in involved(exercise)
         if self.units == "fraction":
             ref = np.abs(np.asarray(reference, dtype=float))
             return unit == "" and bool(np.all((ref > 0) & (ref <= 1)))
@@ -84,14 +116,14 @@ def _si_slips() -> list[Slip]:
     return slips
 
 
-#: The slips every exercise is checked for, each only for the units where it can happen.
+#: The slips every exercise is checked for: each about a quantity, named only where the exercise involves
+#: it, or about how the answer is written, named only in the units where it can happen.
 COMMON_SLIPS: tuple[Slip, ...] = (
-    Slip(2.0, "a factor of 2: a multiply-add is 2 FLOPs (a [B, D] x [D, F] matmul does 2·B·D·F)", FLOP_UNITS),
-    Slip(2.0, "a factor of 2: a bf16 value takes 2 bytes", frozenset({"B"})),
+    Slip(2.0, "a factor of 2: a multiply-add is 2 FLOPs (a [B, D] x [D, F] matmul does 2·B·D·F)", about="flops"),
+    Slip(2.0, "a factor of 2: check the bytes per value (a bf16 value takes 2 bytes, an int8 value 1), or the peak "
+              "FLOP/s at the question's precision", about="dtype"),
     Slip(2.0, "a factor of 2: a bandwidth is quoted one way or bidirectional; check which one applies",
-         frozenset({"B/s"})),
-    Slip(2.0, "a factor of 2: check the bytes per value (a bf16 value takes 2) and whether the bandwidth "
-              "is one way or bidirectional", frozenset({"s"})),
+         about="bandwidth"),
     Slip(8.0, "a factor of 8: bits versus bytes (1 byte = 8 bits)", BYTE_UNITS),
     Slip(100.0, "a factor of 100: a percentage versus a fraction (50% is 0.5)", "fraction"),
     *_si_slips(),
@@ -103,6 +135,14 @@ COMMON_SLIPS: tuple[Slip, ...] = (
     Slip(1.024**3, "binary versus decimal prefixes (GiB versus GB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
     Slip(1.024**4, "binary versus decimal prefixes (TiB versus TB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
 )
+
+
+def generic_slips(exercise: "Exercise", reference=None) -> tuple[Slip, ...]:
+    """The :data:`COMMON_SLIPS` that can be named for `exercise` (its reference value decides "fraction")."""
+    if reference is None and exercise.unit == "":
+        return tuple(s for s in COMMON_SLIPS if s.about is not None and s.applies_to("", 0.5, exercise))
+    return tuple(s for s in COMMON_SLIPS if s.applies_to(exercise.unit, reference, exercise))
+
 
 #: factor -> text of the first common slip with that factor (kept for code that looks slips up by factor).
 COMMON_MISTAKES: Mapping[float, str] = {}
@@ -145,6 +185,19 @@ class Exercise:
         per_learner: the reference (and the mistakes' ratios) follow the current capstone
             brief (:mod:`scalelib.course.capstone`): chapter 11, where each learner plans
             a different job. Checked only once the learner has made their brief.
+        integer: the answer is a count (chips, sequences, a batch, slices, servers, steps,
+            cycles): only a whole number is accepted, and only the reference itself (or a
+            whole number inside `accept`), never within `rtol`; the reference must be a
+            whole number. A value of 80.5 is refused as "not a whole number".
+        accept: a range the question states, ``(low, high)``, both ends included: any
+            answer inside it is correct and `rtol` is not used; for a list answer, one
+            ``(low, high)`` per value. The reference must lie inside it.
+        involves: the quantities the question involves, among :data:`QUANTITIES`
+            (``{"flops", "dtype", "bandwidth"}``): a common slip about one of them (a
+            multiply-add counted as 1 FLOP, the bytes per value or the peak at the wrong
+            precision, one-way for bidirectional bandwidth) is named only when the
+            exercise involves it. None: those of its unit (:data:`INVOLVES_BY_UNIT`:
+            FLOP units involve flops, B dtype, B/s bandwidth, any other unit nothing).
     """
 
     id: str
@@ -163,6 +216,9 @@ class Exercise:
     rule: Any = None  # kind="jax": a jax_check.CollectiveRule (or None: numerics only)
     wrong: tuple[tuple[Callable[..., Any], str], ...] = ()  # kind="jax": (what a wrong method gives, its name)
     per_learner: bool = False  # the reference depends on the learner's capstone brief (chapter 11; see capstone.py)
+    integer: bool = False  # a count: whole numbers only, the exact reference (or inside `accept`)
+    accept: tuple | None = None  # (low, high) the question states (one pair per value of a list), ends included
+    involves: frozenset | None = None  # quantities of QUANTITIES the question involves; None: from the unit
 
 
 #: Environment variable set (to "1") in the kernels ``scalelib grade`` runs submissions in: there
@@ -219,11 +275,60 @@ def register(exercise: Exercise) -> Exercise:
                 or all(abs(r - 1) <= exercise.rtol for r in ratios):
             raise InvalidValueError(f"exercise {exercise.id!r}: a mistake's key must be a ratio wrong / reference "
                                     f"(positive, not 1), or a tuple of them, got {key!r}")
+    _check_answer_form(exercise)
     if isinstance(exercise.book, str) or not all(isinstance(b, str) and b for b in exercise.book):
         raise InvalidValueError(f"exercise {exercise.id!r}: `book` must be a tuple of the book's item ids, "
                                 f"e.g. ('Q3',), got {exercise.book!r}")
     _REGISTRY[exercise.id] = exercise
     return exercise
+
+
+def _whole(values) -> bool:
+    """True where `values` are whole numbers (up to the last bits of floating point)."""
+    values = np.asarray(values, dtype=float)
+    return bool(np.all(np.isfinite(values) & (np.abs(values - np.round(values)) <= 1e-9 * np.maximum(1, np.abs(values)))))
+
+
+def _accept_ranges(accept, n: int | None) -> list[tuple[float, float]]:
+    """`accept` as one (low, high) per value (one pair for a single number)."""
+    pairs = [accept] if accept and not isinstance(accept[0], (tuple, list)) else list(accept)
+    if n is not None and len(pairs) == 1:
+        pairs = pairs * n
+    return [(float(lo), float(hi)) for lo, hi in pairs]
+
+
+def _check_answer_form(exercise: Exercise) -> None:
+    """`integer`, `accept`, `involves` and `choices` of `exercise` make sense (an error in the answer key if not)."""
+    eid = exercise.id
+    if exercise.involves is not None:
+        involves = frozenset([exercise.involves] if isinstance(exercise.involves, str) else exercise.involves)
+        if not involves <= set(QUANTITIES):
+            raise InvalidValueError(f"exercise {eid!r}: `involves` takes quantities among {sorted(QUANTITIES)}, "
+                                    f"got {sorted(involves - set(QUANTITIES))}")
+        object.__setattr__(exercise, "involves", involves)
+    if exercise.kind == "choice":
+        normal = [_normal_choice(c) for c in exercise.choices]
+        if len(set(normal)) != len(normal):
+            raise InvalidValueError(f"exercise {eid!r}: two choices read the same once case, spaces, hyphens, "
+                                    f"underscores and '+'/'and' are set aside: {exercise.choices!r}")
+    if (exercise.integer or exercise.accept is not None) and exercise.kind not in ("number", "function"):
+        raise InvalidValueError(f"exercise {eid!r}: `integer` and `accept` are for number and function exercises")
+    if exercise.accept is not None:
+        try:
+            pairs = _accept_ranges(exercise.accept, None)
+            assert pairs and all(lo <= hi for lo, hi in pairs)
+        except Exception:
+            raise InvalidValueError(f"exercise {eid!r}: `accept` must be (low, high), or one such pair per value, "
+                                    f"got {exercise.accept!r}") from None
+    if exercise.kind != "number" or exercise.per_learner or not (exercise.integer or exercise.accept is not None):
+        return
+    want = np.asarray(_value(exercise.reference()), dtype=float)
+    if exercise.integer and not _whole(want):
+        raise InvalidValueError(f"exercise {eid!r}: `integer=True` but the reference is not a whole number: {want}")
+    if exercise.accept is not None:
+        pairs = _accept_ranges(exercise.accept, want.size if want.ndim else None)
+        if len(pairs) != max(want.size, 1) or not all(lo <= w <= hi for (lo, hi), w in zip(pairs, want.ravel())):
+            raise InvalidValueError(f"exercise {eid!r}: the reference {want} is not inside `accept` {exercise.accept!r}")
 
 
 def _load_chapter(chapter: int) -> None:
@@ -387,6 +492,8 @@ def _numbers(answer, n: int | None) -> np.ndarray:
         items = list(answer) if isinstance(answer, (list, tuple)) else list(np.asarray(answer))
     except Exception as err:
         raise _NotANumber(f"got {_kind_of(answer)}, which cannot be read as numbers ({type(err).__name__})") from None
+    if n is None and len(items) == 1 and _is_sequence(_value(items[0])):  # [[3.0]], np.array([[3.0]]): one number
+        return _numbers(items[0], None)
     if any(_is_sequence(_value(item)) for item in items):
         what = f"a flat list of {n} numbers" if n else "one number"
         raise _NotANumber(f"expected {what}, got a nested list {_shown(answer)}")
@@ -448,34 +555,97 @@ def _matches(ratio: float, factor: float, tolerance: float) -> bool:
     return abs(ratio / factor - 1) <= tolerance * (1 + 1e-9)
 
 
-def _diagnose(ratio: float, exercise: Exercise, reference, index: int | None = None) -> str | None:
-    """The slip behind answer / reference = `ratio` (of value `index` of a list), if one matches.
+#: Two slips whose values are this close (relative) give the same answer: both are named.
+SAME_VALUE = 1e-3
 
-    The exercise's own mistakes come first, each in its own direction only; then the
-    common slips that fit the exercise's unit, in either direction.
+
+def _same(a: float, b: float) -> bool:
+    return abs(a / b - 1) <= SAME_VALUE
+
+
+def _reproduces(key: tuple, ratios, exercise: Exercise) -> bool:
+    """True when the list slip `key` (one ratio per value) gives every value of the answer (`ratios`)."""
+    if ratios is None or len(ratios) != len(key):
+        return True
+    tolerance = _slip_tolerance(exercise)
+    for k, r in zip(key, ratios):
+        if abs(k - 1) <= tolerance:  # a value the slip leaves alone must be right
+            if not abs(r - 1) <= exercise.rtol * (1 + 1e-9) + 1e-15:
+                return False
+        elif not (r > 0 and math.isfinite(r) and _matches(r, k, tolerance)):
+            return False
+    return True
+
+
+def _rounds_to(ratio: float, key: float, reference, index: int | None) -> bool:
+    """For a count: True when the answer is the slip's value rounded down or up to a whole number."""
+    want = np.asarray(_value(reference), dtype=float).ravel()
+    if not want.size:
+        return False
+    w = float(want[index or 0] if want.size > 1 else want[0])
+    wrong, got = key * w, round(ratio * w)
+    return got in (math.floor(wrong + 1e-9), math.ceil(wrong - 1e-9)) and got != round(w)
+
+
+def _slip_causes(ratio: float, exercise: Exercise, reference, index: int | None = None,
+                 ratios=None) -> list[str]:
+    """Every slip that reproduces answer / reference = `ratio` (of value `index` of a list), best first.
+
+    A registered slip is the value its wrong method gives (its key: wrong / reference), named
+    only in its own direction, and a list slip only where it gives every value of the answer
+    (`ratios`, answer / reference value by value); a common slip (:func:`generic_slips`: about
+    a quantity the exercise involves, or about the answer's unit) in either direction. The slip
+    closest to the answer is named, with every other slip of the same value (:data:`SAME_VALUE`),
+    registered or common; a registered slip hides a common one only where their values differ.
     """
     if not (ratio > 0 and math.isfinite(ratio)):
-        return None
+        return []
     tolerance = _slip_tolerance(exercise)
+    found: list[tuple[float, str, bool]] = []  # (value as a ratio, text, registered)
+    whole: list[bool] = []  # per registered slip found: it gives every value of the answer
     for key, why in exercise.mistakes.items():
+        full = key
         if isinstance(key, tuple):
             if index is None or index >= len(key):
                 continue
             key = key[index]
         if abs(key - 1) <= tolerance:  # this slip leaves this value alone
             continue
-        if _matches(ratio, key, tolerance):
-            return why
-    for slip in COMMON_SLIPS:
-        if not slip.applies_to(exercise.unit, reference):
-            continue
+        if _matches(ratio, key, tolerance) or (exercise.integer and _rounds_to(ratio, key, reference, index)):
+            found.append((float(key), why, True))
+            whole.append(not isinstance(full, tuple) or _reproduces(full, ratios, exercise))
+    if any(whole) and not all(whole):  # a list slip that gives the whole answer beats one that gives this value only
+        found = [f for f, w in zip(found, whole) if w]
+    for slip in generic_slips(exercise, reference):
         tol = slip.tolerance if slip.tolerance is not None else tolerance
-        if _matches(ratio, slip.factor, tol) or _matches(ratio, 1 / slip.factor, tol):
-            return slip.text
-    return None
+        for factor in (slip.factor, 1 / slip.factor):
+            if _matches(ratio, factor, tol):
+                found.append((factor, slip.text, False))
+    if not found:
+        return []
+    pool = [f for f in found if f[2]] or found
+    best = min(pool, key=lambda f: abs(math.log(ratio / f[0])))[0]
+    texts: list[str] = []
+    for value, text, _ in found:
+        if _same(value, best) and text not in texts:
+            texts.append(text)
+    return texts
 
 
-def _off(shown: str, got: float, want: float, exercise: Exercise, reference, index=None) -> tuple[str, str | None]:
+#: Between two slips of the same value, both named: "Likely cause: <one>. Or: <the other>."
+OR = ". Or: "
+
+
+def _diagnose(ratio: float, exercise: Exercise, reference, index: int | None = None, ratios=None) -> str | None:
+    """The slip(s) behind answer / reference = `ratio` (of value `index` of a list), if any reproduce it.
+
+    Two or more slips of the same value are all named, joined by :data:`OR`.
+    """
+    return OR.join(_slip_causes(ratio, exercise, reference, index, ratios)) or None
+
+
+def _off(shown: str, got: float, want: float, exercise: Exercise, reference, index=None,
+         ratios=None) -> tuple[str, str | None]:
     """How one wrong value is off (text without a figure from the reference), and its likely slip."""
     if want != 0 and got != 0 and (got < 0) != (want < 0):
         return f"{shown} has the wrong sign", None
@@ -484,7 +654,7 @@ def _off(shown: str, got: float, want: float, exercise: Exercise, reference, ind
     if want == 0:
         return f"{shown} should be zero", None
     ratio = got / want
-    return f"{shown} is {_how_far(ratio)}", _diagnose(ratio, exercise, reference, index)
+    return f"{shown} is {_how_far(ratio)}", _diagnose(ratio, exercise, reference, index, ratios)
 
 
 def _wrong_order(got: np.ndarray, want: np.ndarray, rtol: float) -> bool:
@@ -516,10 +686,32 @@ def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
         return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: value {bad + 1} of your answer "
                        f"({fmt(float(got[bad]), unit)}) is not a finite number.")
     rel_error = float(np.max(_rel_errors(got, want)))
-    ok = within(got, want, exercise.rtol)
+    if exercise.integer:
+        if not _whole(want):
+            raise InvalidValueError(f"exercise {eid!r}: `integer=True` but the reference is not a whole number: {want}")
+        if not _whole(got):
+            if n is None:
+                return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your answer {float(got):.10g}{' ' + unit if unit else ''} is not a whole "
+                               f"number; a count is a whole number (round it the way the question asks).", rel_error)
+            bad = int(np.flatnonzero([not _whole(g) for g in got])[0])
+            return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: value {bad + 1} of your answer "
+                           f"({float(got[bad]):.10g}{' ' + unit if unit else ''}) is not a whole number; a count is a whole number "
+                           f"(round it the way the question asks).", rel_error)
+        got = np.round(got)
+    if exercise.accept is not None:
+        pairs = _accept_ranges(exercise.accept, n)
+        ok = np.array([lo - 1e-12 * abs(lo) <= g <= hi + 1e-12 * abs(hi)
+                       for (lo, hi), g in zip(pairs, np.atleast_1d(got))]).reshape(got.shape)
+        within_what = "inside the range the question allows"
+    elif exercise.integer:
+        ok = got == np.round(want)
+        within_what = "exactly"
+    else:
+        ok = within(got, want, exercise.rtol)
+        within_what = f"within {fmt(exercise.rtol * 100)}% of the reference"
     if np.all(ok):
         return Verdict(eid, CORRECT, f"✅ Exercise {eid}: correct — {fmt(got if got.ndim else float(got), unit)} "
-                       f"(within {fmt(exercise.rtol * 100)}% of the reference).", rel_error)
+                       f"({within_what}).", rel_error)
     if n is None:
         text, diagnosis = _off(f"your answer {fmt(float(got), unit)}", float(got), float(want), exercise, reference)
         message = f"❌ Exercise {eid}: not quite — {text}."
@@ -527,15 +719,17 @@ def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
             message += f"\n   Likely cause: {diagnosis}."
         return Verdict(eid, INCORRECT, message, rel_error, diagnosis)
     shown = fmt(got, unit)
-    if _wrong_order(got, want, exercise.rtol):
+    if _wrong_order(got, want, 0.0 if exercise.integer else exercise.rtol):
         return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: not quite — your answer {shown} has the right values "
                        f"in the wrong order.", rel_error, "the right values in the wrong order")
     parts, causes = [], {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = [float(g / w) if w else math.nan for g, w in zip(got, want)]
     for i, (g, w, good) in enumerate(zip(got, want, ok)):
         if good:
             parts.append(f"value {i + 1} is right")
             continue
-        text, why = _off(f"value {i + 1}", float(g), float(w), exercise, reference, i)
+        text, why = _off(f"value {i + 1}", float(g), float(w), exercise, reference, i, ratios)
         parts.append(text)
         if why:
             causes.setdefault(why, []).append(i + 1)
@@ -555,15 +749,26 @@ def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
 # choices and functions
 
 
+def _normal_choice(text: str) -> str:
+    """`text` as a choice is compared: case, spaces, hyphens and underscores set aside, "and" / "&" read as "+".
+
+    "FSDP + TP", "fsdp+tp" and "FSDP and TP" read the same; so do "Reduce-Scatter",
+    "ReduceScatter" and "reduce scatter", and "A[I_X,J_X]" and "A[I_X, J_X]".
+    """
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = re.sub(r"\s+(?:and|&)\s+|&", "+", text)
+    return re.sub(r"[\s\-_‐‑–]+", "", text)
+
+
 def _compare_choice(exercise: Exercise, answer, reference) -> Verdict:
     eid = exercise.id
     choices = ", ".join(map(repr, exercise.choices))
     if not isinstance(answer, str):
         return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected one of {choices}, got {_kind_of(answer)}.")
-    given = answer.strip().lower()
-    if exercise.choices and given not in [c.lower() for c in exercise.choices]:
+    given = _normal_choice(answer)
+    if exercise.choices and given not in [_normal_choice(c) for c in exercise.choices]:
         return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: {_shown(answer)} is not one of the choices {choices}.")
-    if given == str(reference).lower():
+    if given == _normal_choice(str(reference)):
         message = f"✅ Exercise {eid}: correct — {reference!r}."
         if exercise.reason:
             message += f"\n   {exercise.reason}"

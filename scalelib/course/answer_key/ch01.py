@@ -137,6 +137,7 @@ register(Exercise(
     reference=lambda: define(explain(matmul_roofline, *_1_4_ARGS),
                              {"C": "TPU v5e's peak bf16 rate", "W": "its HBM bandwidth"}),
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_1_4.t_math_s, _1_4.t_lower_s):
             "you gave T_math; at this batch moving the bytes from HBM takes longer than the arithmetic, "
@@ -169,6 +170,7 @@ register(Exercise(
     title="Lower bound on a matmul's time, as a function",
     reference=lambda: _matmul_time_lower_bound,
     unit="s",
+    involves={"dtype", "flops"},
     kind="function",
     mistakes={
         slip(t_math_s(matmul_flops(**_1_5) / 2, "tpu-v5e"), t_math_s(matmul_flops(**_1_5), "tpu-v5e")):
@@ -246,6 +248,7 @@ register(Exercise(
     reference=lambda: define(explain(t_comms_s, _1_9_PARAMS * bytes_per_value("bf16"), "h200", bandwidth="hbm"),
                              {"W": "the H200's HBM bandwidth"}),
     unit="s",
+    involves={"dtype"},
     mistakes={
         slip(t_comms_s(_1_9_PARAMS * bytes_per_value("int8"), "h200"),
              t_comms_s(_1_9_PARAMS * bytes_per_value("bf16"), "h200")):
@@ -268,6 +271,7 @@ register(Exercise(
     reference=lambda: define(explain(t_comms_s, _1_10_BYTES, "tpu-v5e", bandwidth="ici"),
                              {"W": "the bandwidth of one ICI link, one way"}),
     unit="s",
+    involves={"bandwidth", "dtype"},
     mistakes={
         slip(t_comms_s(_1_10_BYTES, "tpu-v5e", bandwidth="ici_bidirectional"),
              t_comms_s(_1_10_BYTES, "tpu-v5e", bandwidth="ici")):
@@ -348,6 +352,7 @@ register(Exercise(
     reference=lambda: define(_int8_bounds_of(), {"C": "TPU v5e's peak int8 rate (int8_ops_per_s)",
                                                  "W": "its HBM bandwidth"}),
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_int8_bounds_of(compute="bf16"), _int8_bounds_of()):
             "you used the bf16 rate for C; int8 arithmetic runs at the int8 rate, about twice as fast",
@@ -429,6 +434,7 @@ register(Exercise(
                              {"C": "the H100's peak bf16 rate", "W": "its HBM bandwidth",
                               "efficiency": "the share of the peak the kernels reach"}),
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_realistic_time(1.0), _realistic_time()):
             "that is the time at the data-sheet peak; reaching only 85% of it, the arithmetic takes 1 / 0.85 as long",

@@ -48,6 +48,7 @@ register(Exercise(
     title="A lower bound on sampling latency: 70B parameters on a TPU v5e 4x4 slice",
     reference=_sampling_latency_bound,
     unit="s",
+    involves={"dtype"},
     mistakes={
         slip(_sampling_time(_2_1_BYTES, 1), _sampling_time(_2_1_BYTES, _2_1["chips"])):
             "a factor of 16: the 16 chips read their shares of the weights at the same time, "
@@ -88,6 +89,7 @@ register(Exercise(
     title="Total HBM of a full TPU7x (Ironwood) pod (warm-up)",
     reference=lambda: explain(tpu_pod("tpu7x").total_hbm_bytes),
     unit="B",
+    involves=set(),
     mistakes={
         slip(tpu_pod("tpu7x").total_hbm_bytes() * chip("tpu7x").cores, tpu_pod("tpu7x").total_hbm_bytes()):
             "a factor of 2: `hbm_bytes` is per chip, shared by its two TensorCores; do not multiply it by the cores",
@@ -148,6 +150,7 @@ register(Exercise(
                              {"hops": "links on a shortest route, the short way round each ring",
                               "T_hop": "latency of one hop", "W_link": "one ICI link's bandwidth, one way"}),
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(_p2p(wraparound=False), _p2p()):
             "you routed the long way, 12 + 12 hops; the full 16x16 pod has wraparound links, "
@@ -262,6 +265,7 @@ register(Exercise(
     title="Loading an 8B-parameter model from a TPU v5e host over PCIe",
     reference=_host_load,
     unit="s",
+    involves={"dtype"},
     mistakes={
         slip(t_comms_s(_2_9["params"] * bytes_per_value("bf16"), _2_9["chip"], bandwidth="pcie"), _host_load()):
             "a factor of 8: the host has one PCIe link per chip, and its 8 chips load their shares in parallel",
@@ -297,6 +301,7 @@ register(Exercise(
     title="Moving a 70B model's gradients between two TPU v5p slices over DCN",
     reference=_dcn_gradients,
     unit="s",
+    involves={"bandwidth", "dtype"},
     mistakes={
         slip(_dcn_time(_2_10_BYTES, chip("tpu-v5p").bytes_per_s(bandwidth="ici")),
              _dcn_time(_2_10_BYTES, chip("tpu-v5p").bytes_per_s(bandwidth="dcn"))):
@@ -326,6 +331,7 @@ register(Exercise(
     title="An int8 matmul's time against its batch, from HBM and from VMEM, as a function",
     reference=lambda: _q4_time_s,
     unit="s",
+    involves={"dtype", "flops"},
     kind="function",
     cases=(
         dict(B=1, memory="hbm"),
@@ -442,6 +448,7 @@ register(Exercise(
     title="From host memory into one chip of a TPU v5e 4x4 slice, then a matmul: the least time",
     reference=_q6_bound,
     unit="s",
+    involves={"bandwidth", "dtype", "flops"},
     mistakes={
         slip(max(_q6_stages(links=2).values()), _Q6_REF):
             "a factor of 2: chip (1, 1) sits inside the 4x4 slice and receives over four ICI links, not two as "
@@ -530,6 +537,7 @@ register(Exercise(
     title="When one output leaves a 16x16 systolic array",
     reference=_output_cycle,
     unit="cycles",
+    integer=True,
     rtol=5e-4,
     mistakes={
         slip(_2_16["m"] + _2_16["n"], _output_cycle()):
@@ -556,6 +564,7 @@ register(Exercise(
     title="Cycles of X[8, 256] · W[256, 256] on one 128x128 MXU",
     reference=_tiled_cycles,
     unit="cycles",
+    integer=True,
     rtol=5e-4,
     mistakes={
         slip(systolic_cycles(_2_17["M"], _2_17["n"], _2_17["n"], size=_2_17["n"]), _tiled_cycles()):

@@ -67,6 +67,7 @@ register(Exercise(
     title="Reading one device's block from HBM",
     reference=_shard_read,
     unit="s",
+    involves={"dtype"},
     mistakes={
         slip(_shard_read_time("A[I_X, J]"), _shard_read_time()):
             "you split I over X only; the subscript XY splits I over X and Y together, into X·Y blocks",
@@ -134,6 +135,7 @@ register(Exercise(
     title="How many copies of a partly sharded array the chips hold",
     reference=_3_3_reference,
     unit="",
+    integer=True,
     mistakes={
         slip(_3_3.num_devices, _3_3.copies()):
             "you counted one copy per device; the devices along Z hold one block each of the same copy, "
@@ -169,6 +171,7 @@ register(Exercise(
     title="An AllGather along an axis without wraparound (TPU v5e 8x4)",
     reference=_3_4_reference,
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(allgather_time_s(_3_4_bytes(), tpu_pod("tpu-v5e"), axes="Y"), _3_4_reference().value):
             "you used a ring's bidirectional bandwidth; an axis of a v5e slice wraps around only when it "
@@ -198,6 +201,7 @@ register(Exercise(
     title="A small AllGather along an 8-chip line: latency-bound",
     reference=_3_5_reference,
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(allgather_time_s(_3_5_bytes(), _V5E_8x4, axes="X", latency_s=0), _3_5_reference().value):
             "that is the bandwidth term alone; for so few bytes the hops' latency, about 1 µs each, is "
@@ -230,6 +234,7 @@ register(Exercise(
     title="A latency-bound AllGather on a TPU v5p 4x4x8",
     reference=_3_6_reference,
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(_3_6_time(tpu_slice((4, 4, 8), "tpu-v5p", wraparound=False)), _3_6_time(_V5P_4x4x8)):
             "you counted the hops along a line (n − 1); a v5p slice of whole 4x4x4 cubes wraps around "
@@ -275,6 +280,7 @@ register(Exercise(
     title="Two AllGathers and an AllReduce on a TPU v4p 4x4x4",
     reference=_3_7_reference,
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         _3_7_slip(0, allgather_time_s(_3_7_bytes(1), _V4P_CUBE, axes="X")):
             "for the first, the devices of each Y position gather their own [B, D/Y] block: D stays split "
@@ -314,6 +320,7 @@ register(Exercise(
     title="The collective of a training-style matmul on TPU v5e 4x4, and its time",
     reference=_3_8_reference,
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(_3_8_time(topology=tpu_pod("tpu-v5e")), _3_8_time()):
             "you used a ring's bidirectional bandwidth; a 4x4 v5e slice has no wraparound links",
@@ -386,6 +393,7 @@ register(Exercise(
     title="AllGather the weights first, or multiply and AllReduce after: both times",
     reference=_3_10_reference,
     unit="s",
+    involves={"bandwidth", "dtype", "flops"},
     mistakes={
         slip(_3_10_times(comms_factor=(1.0, 0.5)), _3_10_times()):
             "the AllReduce after the local matmul makes two passes (a ReduceScatter, then an AllGather): "
@@ -440,6 +448,7 @@ register(Exercise(
     title="The fastest way to a replicated result on a TPU v4p 4x4x4",
     reference=_3_12_reference,
     unit="s",
+    involves={"bandwidth", "dtype", "flops"},
     mistakes={
         slip(_3_12_times()[_3_12["options"][2]], min(_3_12_times().values())):
             "sharding the contracting dimension J leaves partial sums of the whole C on every chip: an AllReduce, "
@@ -485,6 +494,7 @@ register(Exercise(
     title="Communication of a tensor-parallel MLP on a TPU v5e 2x2",
     reference=_3_13_reference,
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(_3_13_wrong(kind_after="AllReduce"), _3_13_wrong()):
             "Out is to be split like In, [B, D_XY], so its partial sums need only a ReduceScatter, "
@@ -615,6 +625,7 @@ register(Exercise(
     title="Where an AllGather on a TPU v6e ring stops being latency-bound",
     reference=_3_17_reference,
     unit="B",
+    involves={"bandwidth"},
     mistakes={
         slip(latency_bound_bytes(_V6E_POD, axes="X"), latency_bound_bytes(_V6E_POD, axes="X", per="shard")):
             "that is the whole gathered array; the question asks for each device's shard of it",

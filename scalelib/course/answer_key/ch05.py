@@ -186,6 +186,7 @@ register(Exercise(
     title="LLaMA-2 13B's step time at 40% MFU on 4096 v5p chips",
     reference=_step,
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_step(per_param_token=2), _step()):
             "2 FLOPs per parameter per token is the forward pass; a training step (forward and backward) is 6",

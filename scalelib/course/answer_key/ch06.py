@@ -151,6 +151,7 @@ register(Exercise(
     title="The fewest v5p chips that hold a 4M-token step",
     reference=_min_chips,
     unit="chips",
+    integer=True,
     mistakes={
         slip(_min_chips(checkpoints=0), _min_chips()): "the weights and Adam state are only 3% of it: the "
                                                         "checkpoints of a 4M-token batch dominate",
@@ -188,6 +189,7 @@ register(Exercise(
                                  where=("B: tokens per step; T: tokens per sequence; each chip needs a whole "
                                         "sequence when only the batch is split",)),
     unit="chips",
+    integer=True,
     mistakes={
         slip(float(B), B / T): "that counts tokens; without sequence sharding a chip takes whole sequences",
     },

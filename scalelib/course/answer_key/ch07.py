@@ -57,6 +57,7 @@ register(Exercise(
     title="The floor of a generate step at batch 4",
     reference=lambda: _pop_quiz(4),
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(weight_load_time_s(30e9, _v5e(), weight_dtype="int8"), _pop_quiz(4)):
             "that is the weights alone; each of the 4 sequences also reads its own 8192-token KV cache every step",
@@ -74,6 +75,7 @@ register(Exercise(
     title="The same step at batch 256",
     reference=lambda: _pop_quiz(256),
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_memory_only(256), _pop_quiz(256)):
             "at this batch the matmuls are no longer bound by reading the weights: compare 2·B·P / C with "
@@ -96,6 +98,7 @@ register(Exercise(
     title="LLaMA 2-13B's largest batch on eight v5e chips",
     reference=_llama2_batch,
     unit="sequences",
+    integer=True,
     mistakes={
         slip(8 * 16e9 // kv_cache_bytes("llama-2-13b", tokens=8192), _llama2_batch()):
             "the weights take HBM too: only what they leave is free for KV caches",
@@ -164,6 +167,7 @@ register(Exercise(
     title="The largest batch at a 128k context",
     reference=_q2,
     unit="sequences",
+    integer=True,
     mistakes={
         slip(_q2(kv_dtype="bf16"), _q2()):
             "everything is int8 here, the KV cache too: 1 byte per value",
@@ -176,6 +180,7 @@ register(Exercise(
     title="The same with one key/value head",
     reference=lambda: _q2(ONE_HEAD),
     unit="sequences",
+    integer=True,
     mistakes={
         slip(_q2_no_weights(ONE_HEAD), _q2(ONE_HEAD)):
             "the weights still take their share of the HBM: only what they leave holds caches",
@@ -198,6 +203,7 @@ register(Exercise(
     title="The weight-loading floor of a decode step",
     reference=_q3,
     unit="s",
+    involves={"dtype"},
     mistakes={
         slip(_q3(weight_dtype="bf16"), _q3()):
             "the parameters are int8: 1 byte each",
@@ -291,6 +297,7 @@ register(Exercise(
     title="The batch below which model-parallel gathers are latency-bound",
     reference=_latency_batch,
     unit="tokens",
+    involves={"bandwidth", "dtype"},
     mistakes={
         slip(_latency_batch(2.0), _latency_batch()):
             "the activations are int8 here: 1 byte per value",
@@ -312,6 +319,7 @@ register(Exercise(
     title="Time per token with a drafter",
     reference=_speculative,
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_speculative(0), _speculative()):
             "that is plain decoding; with a drafter each checking step yields (1 − a^(k+1)) / (1 − a) tokens",

@@ -106,6 +106,7 @@ register(Exercise(
     title="Chips just to hold 240 caches of 32k tokens",
     reference=lambda: _all(_kv_chips()),
     unit="chips",
+    integer=True,
     mistakes={
         slip(_kv_chips("bf16"), _kv_chips()): "the cache is int8: 1 byte per value",
         slip(_kv_chips(hbm=16 * 2**30), _kv_chips()): "a v5e has 16 GB (16e9 bytes) of HBM, not 16 GiB",
@@ -147,6 +148,7 @@ register(Exercise(
     title="The smallest v5e slice for that",
     reference=lambda: _all(_min_chips()),
     unit="chips",
+    integer=True,
     mistakes={
         slip(_min_chips("bf16"), _min_chips()): "the weights are int8: 70 GB, not bf16's 141 GB",
         slip(7.0, _min_chips()): "7 chips hold it, but v5e comes in slices of 1, 4, 8, 16, ... chips",
@@ -167,6 +169,7 @@ register(Exercise(
     title="A decode step on the 4x2",
     reference=lambda: _all(_step()),
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(weight_load_time_s(LLAMA, _v5e((4, 2)), weight_dtype="int8"), _step()):
             "that is the weights alone; the 32 caches are read every step too",
@@ -240,6 +243,7 @@ register(Exercise(
     title="The smallest slice in bf16, int8 and int4",
     reference=lambda: _all(_slices()),
     unit="chips",
+    integer=True,
     mistakes={
         slip(_chips_worth(), _slices()):
             "those are the chips' worth of bytes; v5e comes in slices of 1, 4, 8, 16, 32 chips",
@@ -259,6 +263,7 @@ register(Exercise(
     title="The largest batch on the bf16 slice",
     reference=lambda: _all(_largest()),
     unit="sequences",
+    integer=True,
     mistakes={
         slip(16 * 16e9 // kv_cache_bytes(LLAMA, tokens=8192, dtype="bf16"), _largest()):
             "the weights take 141 GB of the 256 GB: only the rest holds caches",
@@ -279,6 +284,7 @@ register(Exercise(
     title="A step with the memory full",
     reference=lambda: _all(_full_step()),
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_full_step(with_kv=False), _full_step()):
             "that is the weights alone; with the memory full the caches are almost half the bytes read",
@@ -362,6 +368,7 @@ register(Exercise(
     title="An 8192-token prefill on a 4x4 at 40% MFU",
     reference=lambda: _all(_prefill()),
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_prefill(efficiency=1.0), _prefill()): "that is at the full peak; the kernels reach only 40% of it",
         slip(_prefill(factor=3), _prefill()): "6·P FLOPs per token is training's; a forward pass alone is 2·P",
@@ -436,6 +443,7 @@ register(Exercise(
     title="LLaMA 3-8B at batch 240: the smallest slice",
     reference=lambda: _all(_llama8()),
     unit="chips",
+    integer=True,
     mistakes={
         slip(_llama8(batch=0), _llama8()): "8 GB of weights fit on one chip, but 240 caches of 8192 tokens do not",
         slip(explain(min_chips, "llama-3-8b", V5E, weight_dtype="int8", kv_dtype="bf16", batch=240, context=8192),
@@ -464,6 +472,7 @@ register(Exercise(
     title="LLaMA 3-405B within 15 ms per token",
     reference=lambda: _all(_fewest_for_latency()),
     unit="chips",
+    integer=True,
     mistakes={
         slip(_fewest_for_latency(weights_only_fit=True), _fewest_for_latency()):
             "that slice holds the weights, but reading them once already takes more than 15 ms",

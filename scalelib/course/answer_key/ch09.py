@@ -136,6 +136,7 @@ register(Exercise(
     title="Predicted time of the attention scores of a 2048-token prompt on TPU v5e",
     reference=lambda: define(_scores_time(), {"C": "TPU v5e's peak bf16 rate", "W": "its HBM bandwidth"}),
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_scores_time(False), _scores_time()):
             "you gave the arithmetic time, or left out the bytes of the scores: the einsum writes a "
@@ -163,6 +164,7 @@ register(Exercise(
     reference=lambda: define(_reduce_scatter_time(), {"W": "the ICI bandwidth between the two cores, "
                                                            "both directions together (1.2e11 B/s)"}),
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(_reduce_scatter_time((8, 1024, 4096)), _reduce_scatter_time()):
             "half the reference: a ReduceScatter's time goes with its unreduced input, bf16[8, 1024, 8192] on "
@@ -197,6 +199,7 @@ register(Exercise(
         "B, D, F": "one core's shard: [8·1024 tokens, d_model] x [d_model, 16 heads · 256]",
         "C": "one TPU v2 TensorCore's bf16 rate, 23e12 FLOP/s"}),
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_q_projection_time(heads=32), _q_projection_time()):
             "you multiplied by all 32 heads; Megatron sharding splits the heads over the 2 model-parallel cores, "
@@ -250,6 +253,7 @@ register(Exercise(
     id="9.7",
     title="The true shapes behind a sharded module's HLO",
     reference=_global_shapes_derivation,
+    integer=True,
     mistakes={
         slip(_PER_DEVICE, _global_shapes()):
             "those are the per-device shapes the HLO prints; the replica groups tell how many devices share "

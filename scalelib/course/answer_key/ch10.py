@@ -324,6 +324,7 @@ register(Exercise(
     title="One step of a collective matmul on TPU v5p, one way and both ways",
     reference=_collective_matmul_step,
     unit="s",
+    involves={"bandwidth", "dtype", "flops"},
     mistakes={
         slip(_step_times(_BLOCK, _STEP["F"] // _STEP["Y"]), _10_9):
             "the two-way version sends half a block in each direction, so each link direction carries half the bytes "

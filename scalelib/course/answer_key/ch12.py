@@ -140,6 +140,7 @@ register(Exercise(
     title="An H100's SMEM and registers, all SMs together",
     reference=_onchip_fast_memory,
     unit="B",
+    involves=set(),
     mistakes={
         slip(_H100.cores * _H100.fast_mem_bytes_per_core, _onchip_fast_memory()):
             "you counted one of the two: each SM has its shared memory (SMEM) and a register file "
@@ -288,6 +289,7 @@ register(Exercise(
     title="AllGather of a bf16[4096, 65536] weight inside an 8-GPU H100 node",
     reference=lambda: explain(allgather_time_s, _12_8_BYTES, _NODE, group=8),
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(_12_8_BYTES / _NODE.nvlink_bytes_per_s_per_gpu, allgather_time_s(_12_8_BYTES, _NODE, group=8)):
             "a factor of 8/7: each GPU already holds its own eighth, so it receives only (N − 1)/N of the array",
@@ -323,6 +325,7 @@ register(Exercise(
     title="AllReduce of a model's gradients across 16 H100 nodes",
     reference=_allreduce_12_9,
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(hierarchical_allreduce_time_s(_12_9_BYTES, gpu_cluster(_12_9["nodes"], _variant("h100", egress=1 / 8))),
              _allreduce_12_9()):
@@ -355,6 +358,7 @@ register(Exercise(
     title="AllToAll of a batch of activations inside an H100 node",
     reference=lambda: explain(alltoall_time_s, _12_10_BYTES, _NODE, group=8),
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(_12_10_BYTES / (4 * _NODE.nvlink_bytes_per_s_per_gpu), _alltoall_12_10()):
             "that is the cost on a TPU ring, V/(4W); inside a fully switched node each GPU sends straight "
@@ -575,6 +579,7 @@ register(Exercise(
     title="CUDA cores of an H100 and a B200, vector ALUs of a TPU v5p (warm-up)",
     reference=_vector_alu_counts,
     unit="ALUs",
+    integer=True,
     mistakes={
         slip(_alus_per_core(quadrants=1 / 4), _vector_alu_counts()):
             "an SM has four quadrants (subpartitions), each with 32 fp32 CUDA cores: 128 per SM",
@@ -650,6 +655,7 @@ register(Exercise(
     title="Adding two fp32 vectors of 2³⁰ values on an H100",
     reference=_vector_add,
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(_vector_add_part("T_comms") * 2 / 3, _vector_add()):
             "you counted only the two vectors read; the sum is written back to HBM too: 3 · 4 bytes per value",
@@ -691,6 +697,7 @@ register(Exercise(
     title="Two fp16 matmuls on a B200: memory- or compute-bound, and how long",
     reference=_b200_matmuls,
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip([_12_22_MATH[0], _b200_matmul_part("t_lower_s")[1]], _b200_matmuls()):
             "with 64 rows the matmul is far below the B200's critical intensity (about 288 FLOP/B): "
@@ -781,6 +788,7 @@ register(Exercise(
     title="AllGather of bf16[1024, 16384] inside an H100 node (warm-up)",
     reference=lambda: explain(hierarchical_allgather_time_s, _12_26_BYTES, _NODE),
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(_12_26_BYTES / _NODE.nvlink_bytes_per_s_per_gpu, hierarchical_allgather_time_s(_12_26_BYTES, _NODE)):
             "V / W_gpu is the approximation; each GPU already holds its own eighth and receives (N − 1)/N of V",
@@ -808,6 +816,7 @@ register(Exercise(
     title="An AllToAll inside a node, dense and with half its entries empty",
     reference=_dense_and_ragged,
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         (8 / 7, 8 / 7):
             "V / (N·W) is the approximation; each GPU keeps the 1/N of its share that stays home: V·(N − 1)/(N²·W)",
@@ -834,6 +843,7 @@ register(Exercise(
     title="AllGather of an array sharded along two axes in one scalable unit, as a function",
     reference=lambda: _two_axis_allgather,
     unit="s",
+    involves={"bandwidth"},
     kind="function",
     cases=(
         dict(D=8192, F=32768, Y=1),
@@ -932,6 +942,7 @@ register(Exercise(
     title="A SHARP AllReduce of an array sharded along a second axis: inside a node and across two",
     reference=_sharp_two_axes,
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         (1.0, 1 / 8):
             "across nodes the node's switches cannot keep the Y shards apart inside the node: all of the "
@@ -956,6 +967,7 @@ register(Exercise(
     title="A SHARP AllReduce reduced at the spine of the SuperPOD",
     reference=_spine_sharp,
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(_12_31_BYTES / _SUPERPOD.node_egress_bytes_per_s, _spine_sharp()):
             "with Y = 256 each reduction joins one GPU per scalable unit: a unit's 256 GPUs all send their "
@@ -977,6 +989,7 @@ register(Exercise(
     title="AllGather over exactly two H100 nodes, precisely",
     reference=lambda: explain(hierarchical_allgather_time_s, _12_33_BYTES, _TWO_NODES),
     unit="s",
+    involves={"bandwidth"},
     mistakes={
         slip(_12_33_BYTES * 15 / 16 / _TWO_NODES.nvlink_bytes_per_s_per_gpu,
              hierarchical_allgather_time_s(_12_33_BYTES, _TWO_NODES)):
@@ -1019,6 +1032,7 @@ register(Exercise(
     title="The fewest H100s that hold LLaMA-3-70B's weights and Adam state",
     reference=_training_state_gpus,
     unit="GPUs",
+    integer=True,
     mistakes={
         slip(_state_gpus(2), _training_state_gpus()):
             "you counted the bf16 weights only; Adam keeps two fp32 moments per parameter, 8 more bytes",
@@ -1046,6 +1060,7 @@ register(Exercise(
     title="How long LLaMA-3-70B trains on 4096 H100s at 45% MFU",
     reference=_training_time,
     unit="s",
+    involves={"dtype", "flops"},
     mistakes={
         slip(t_math_s(6 * _LLAMA_70B["params"] * _LLAMA_70B["tokens"] / _LLAMA_70B["gpus"], "h100"), _training_time()):
             "that is at the full peak; at 45% MFU the GPUs do only 0.45 of it",
@@ -1235,6 +1250,7 @@ register(Exercise(
     title="Activation traffic of an 8-stage pipeline in one step",
     reference=lambda: explain(pipeline_comms_time_s, *_12_42.values(), _8_NODES),
     unit="s",
+    involves={"bandwidth", "dtype"},
     mistakes={
         slip(pipeline_comms_time_s(*_12_42.values(), _8_NODES) / (_12_42["microbatches"] + _12_42["stages"] - 2),
              pipeline_comms_time_s(*_12_42.values(), _8_NODES)):
