@@ -4,6 +4,8 @@ ch. 8 'Serving LLaMA 3-70B on TPUs'), properties of the model, and clear errors 
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -355,18 +357,26 @@ def test_the_latency_throughput_curve_is_each_batchs_step_in_ms_and_tokens_per_c
                                                               weight_dtype="int8") for b in batches])
     assert y == pytest.approx([sl.tokens_per_s_per_chip("llama-3-70b", V5E_4X4, batch=b, context=2048,
                                                         weight_dtype="int8") for b in batches])
+    assert all(t.get_fontsize() == 8 for t in ax.get_legend().get_texts())
     cross = ax.get_lines()[1]  # the cross where memory ends
     assert (cross.get_xdata()[0], cross.get_ydata()[0]) == (pytest.approx(x[-1]), pytest.approx(y[-1]))
 
 
-def test_smallest_slices_on_a_3d_torus_follow_the_offered_shapes():
-    # v5p (96 GB a chip), bf16 weights with nothing else: each model lands on the first offered shape that holds it
-    for params, shape in ((150e9, (2, 2, 1)), (700e9, (2, 2, 4)), (3e12, (4, 4, 4)), (10e12, (4, 8, 8)),
-                          (20e12, (8, 8, 8))):
-        assert sl.smallest_slice(params, "tpu-v5p").shape == shape
-    # v5e (16 GB a chip) on its 2D pod, up to the whole 16x16
-    for params, shape in ((70e9, (4, 4)), (500e9, (8, 8)), (1e12, (8, 16)), (1.5e12, (16, 16))):
-        assert sl.smallest_slice(params, "tpu-v5e").shape == shape
+@pytest.mark.parametrize("chip, shapes", [
+    # the slice shapes Google offers: 2D pods (v5e, 16x16), 3D ones (v5p, 16x20x28)
+    ("tpu-v5e", [(1, 1), (2, 2), (4, 2), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16)]),
+    ("tpu-v5p", [(2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4), (4, 4, 4), (4, 4, 8), (4, 8, 8), (8, 8, 8), (8, 8, 16),
+                 (8, 16, 16), (16, 16, 16)]),
+])
+def test_smallest_slices_follow_the_offered_shapes(chip, shapes):
+    # bf16 weights with nothing else: a model just too big for one shape lands on the next one
+    hbm = {"tpu-v5e": 16e9, "tpu-v5p": 96e9}[chip]
+    previous = 0
+    for shape in shapes:
+        chips = math.prod(shape)
+        for fill in (previous + 0.01, chips - 0.01):  # just above the previous size, just below this one
+            assert sl.smallest_slice(fill * hbm / 2, chip).shape == shape
+        previous = chips
 
 
 def test_a_sweep_that_runs_out_of_memory_names_its_first_batch_that_does_not_fit():

@@ -193,6 +193,14 @@ def test_einsum_flops_follow_the_books_counting_rule():
     assert sl.einsum_flops("ij,jk", {"i": 4, "j": 8, "k": 2}) == 2 * 64  # implicit output 'ik'
 
 
+def test_the_einsum_derivation_shows_the_factor_2_only_when_something_is_summed():
+    summed = str(sl.explain(sl.einsum_flops, "bd,df->bf", {"b": 4, "d": 8, "f": 2}))
+    assert summed.startswith("FLOPs = 2·b·d·f = 2·4·8·2 = 128 FLOP")
+    elementwise = str(sl.explain(sl.einsum_flops, "ij,ij->ij", {"i": 4, "j": 8}))
+    assert elementwise.startswith("FLOPs = i·j = 4·8 = 32 FLOP")
+    assert "nothing is summed over" in elementwise
+
+
 def test_einsum_flops_agree_with_numpy_s_own_count():
     # numpy's einsum_path reports the naive FLOP count of a contraction: the same rule.
     cases = [("bd,df->bf", dict(b=3, d=5, f=7)), ("ijkl,ijmno->klmno", dict(i=2, j=3, k=2, l=3, m=2, n=3, o=2)),
