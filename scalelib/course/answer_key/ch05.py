@@ -9,6 +9,7 @@ question an exercise answers (its list: scalelib/course/book_items.py).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from functools import lru_cache
 
@@ -16,13 +17,12 @@ from ..check import Exercise, register
 from ._tools import define, slip
 from .ch04 import _letters
 from ..._derivation import Derivation, explain, q
+from ..._units import fmt
 from ..._models import model
 from ..._parallelism import (
     cross_slice_critical_batch,
     data_parallel_critical_batch,
     fsdp_tensor_parallel_critical_batch,
-    optimal_fsdp_degree,
-    pipeline_bubble_fraction,
 )
 from ..._plan_search import needs_pipeline
 from ..._specs import bytes_per_value
@@ -30,12 +30,14 @@ from ..._topology import gpu_cluster, tpu_pod, tpu_slice
 from ..._training import zero_state_bytes
 from ..._transformer import params, training_state_bytes
 
-#: The book's Q3 setting: LLaMA-2 13B on a TPU v5p 16x16x16 slice, 3M tokens per step in 32k-token sequences.
-Q3 = dict(model="llama-2-13b", shape=(16, 16, 16), B=3e6, mfu=0.4)
+#: Exercises 5.4-5.6: the book's Q3 (LLaMA-2 13B on a v5p 16x16x16, worked in the chapter) moved to
+#: Gemma 2 27B with 2M tokens per step in 4096-token sequences, where the chapter's thresholds and its
+#: cost model agree.
+S = dict(model="gemma-2-27b", shape=(16, 16, 16), B=2 * 2**20, seq_len=4096, mfu=0.4)
 
 
-def _q3_slice():
-    return tpu_slice(Q3["shape"], "tpu-v5p")
+def _s_slice():
+    return tpu_slice(S["shape"], "tpu-v5p")
 
 
 # 5.1 -------------------------------------------------------------------------
@@ -55,25 +57,47 @@ register(Exercise(
 
 # 5.2 -------------------------------------------------------------------------
 
-def _state(**kw) -> Derivation:
-    d = explain(training_state_bytes, "llama-2-13b", grad_dtype=None, **kw)
-    return _letters(d)
+_5_2 = dict(model="llama-2-13b", chips=4096)
+
+
+def _P(name: str) -> Derivation:
+    """A preset's parameter count as one line, its terms left to chapter 4 (``sl.explain(sl.params, name)``)."""
+    return Derivation("P", "params(model)", f"params({name})", params(name), "params",
+                      where=(f"P: the parameters, counted term by term as in chapter 4 "
+                             f"(sl.explain(sl.params, {name!r}) shows each term)",))
+
+
+def _state_per_chip(**kw) -> Derivation:
+    """Reference for 5.2: the training state FSDP leaves on each chip (`kw` applies a slip)."""
+    name, n = _5_2["model"], _5_2["chips"]
+    sharded = kw.pop("sharded", True)
+    per_param = training_state_bytes(name, **kw) / params(name)
+    opt = kw.get("optimizer", "adam")
+    s = {"adam": 2, "momentum": 1}[opt]
+    o = bytes_per_value(kw.get("optimizer_dtype", "f32"))
+    g = 0 if kw.get("grad_dtype", "bf16") is None else 2
+    P = _P(name)
+    divisor = n if sharded else 1
+    return define(Derivation("state per chip", "P·(p + g + s·o) / n", f"{q(P.value)}·(2 + {g} + {s}·{q(o)}) / {divisor}",
+                             P.value * per_param / divisor, "B", (P,)),
+                  {"p, g": "bytes per bf16 weight and per bf16 gradient", "s": "Adam's moments per parameter",
+                   "o": "bytes per f32 moment", "n": "chips FSDP shards the state over"})
 
 
 register(Exercise(
     id="5.2",
-    title="Weights and Adam state of LLaMA-2 13B",
-    reference=_state,
+    title="LLaMA-2 13B's training state per chip under FSDP",
+    reference=_state_per_chip,
     unit="B",
     mistakes={
-        slip(training_state_bytes("llama-2-13b", grad_dtype=None, optimizer_dtype="bf16"),
-             training_state_bytes("llama-2-13b", grad_dtype=None)):
-            "Adam's two moments are kept in f32 here, 4 bytes each, not 2",
-        slip(training_state_bytes("llama-2-13b"), training_state_bytes("llama-2-13b", grad_dtype=None)):
-            "the question asks for the weights and the optimizer's state; the gradients are not part of it",
-        slip(training_state_bytes("llama-2-13b", grad_dtype=None, optimizer="momentum"),
-             training_state_bytes("llama-2-13b", grad_dtype=None)):
-            "Adam keeps two values per parameter (the first and second moments), not one",
+        slip(_state_per_chip(optimizer_dtype="bf16"), _state_per_chip()):
+            "either Adam's moments were counted in bf16 (they are f32 here), or only one moment was counted "
+            "where Adam keeps two per parameter",
+        slip(_state_per_chip(grad_dtype=None), _state_per_chip()):
+            "the gradients are part of the state here: FSDP keeps a bf16 gradient for every weight it holds",
+        slip(_state_per_chip(sharded=False), _state_per_chip()):
+            "that is the whole state; FSDP splits the weights, the gradients and the optimizer's state over "
+            "every chip of the slice",
     },
     book=("Q2",),
 ))
@@ -121,46 +145,62 @@ _5_4_CHOICES = ("DP", "FSDP", "FSDP + TP")
 
 def _scheme() -> str:
     """Reference for 5.4: the first scheme, simplest first, that fits in memory and stays compute-bound."""
-    cube, m = _q3_slice(), model(Q3["model"])
-    per_chip = Q3["B"] / cube.num_chips
+    cube, m = _s_slice(), model(S["model"])
+    per_chip = S["B"] / cube.num_chips
     if training_state_bytes(m, grad_dtype=None) <= cube.spec.hbm_bytes and per_chip > data_parallel_critical_batch(cube):
         return "DP"
     if per_chip > data_parallel_critical_batch(cube):
         return "FSDP"
     if per_chip > fsdp_tensor_parallel_critical_batch(m.F, cube):
         return "FSDP + TP"
-    raise AssertionError("no scheme works for the book's Q3 setting")  # pragma: no cover
+    raise AssertionError("no scheme works for exercise 5.4's setting")  # pragma: no cover
+
+
+def _scheme_reason() -> str:
+    cube, m = _s_slice(), model(S["model"])
+    state = training_state_bytes(m, grad_dtype=None)
+    return (f"Pure DP needs the whole {fmt(state, 'B')} state on each {fmt(cube.spec.hbm_bytes, 'B')} chip; FSDP "
+            f"fits, but over all three axes it needs {data_parallel_critical_batch(cube):.0f} tokens per chip and "
+            f"gets {S['B'] / cube.num_chips:.0f}; FSDP + TP needs only α² / (2F) ≈ "
+            f"{fsdp_tensor_parallel_critical_batch(m.F, cube):.0f} (F = {m.F}).")
 
 
 register(Exercise(
     id="5.4",
-    title="DP, FSDP or FSDP + TP for LLaMA-2 13B on a v5p 16x16x16",
+    title="DP, FSDP or FSDP + TP for Gemma 2 27B on a v5p 16x16x16",
     reference=_scheme,
     kind="choice",
     choices=_5_4_CHOICES,
-    reason="Pure DP needs the whole 130 GB state on each 96 GB chip; FSDP fits but over all three axes needs "
-           "850 tokens per chip and gets 3e6 / 4096 ≈ 732; FSDP + TP needs only 2550² / 2F ≈ 235.",
+    reason=_scheme_reason(),
     book=("Q3",),
 ))
 
 
 # 5.5 -------------------------------------------------------------------------
 
-def _x_opt(M_X: float = 2, M_Y: float = 1) -> Derivation:
-    m = model(Q3["model"])
-    return explain(optimal_fsdp_degree, Q3["B"], m.F, _q3_slice(), M_X=M_X, M_Y=M_Y)
+_5_5 = dict(X=1024)
+
+
+def _batch_for_width(M_X: float = 2, M_Y: float = 1) -> Derivation:
+    """Reference for 5.5: the batch at which the balanced FSDP width is X, from X = sqrt(B/F · M_X/M_Y · n)."""
+    m, n, X = model(S["model"]), _s_slice().num_chips, _5_5["X"]
+    d = Derivation("B", "X²·F·M_Y / (M_X·n)", f"{X}²·{m.F}·{M_Y:g} / ({M_X:g}·{n})", X**2 * m.F * M_Y / (M_X * n),
+                   "tokens", where=("X = sqrt(B/F · M_X/M_Y · n) solved for B",))
+    return define(d, {"X": "the FSDP width asked for", "F": f"{S['model']}'s MLP width",
+                      "M_X, M_Y": "torus axes FSDP and TP use", "n": "chips"})
 
 
 register(Exercise(
     id="5.5",
-    title="The best FSDP width for LLaMA-2 13B on 4096 chips",
-    reference=_x_opt,
-    unit="chips",
+    title="The batch that makes 1024-way FSDP the balanced split",
+    reference=_batch_for_width,
+    unit="tokens",
+    integer=True,
     mistakes={
-        slip(_x_opt(M_X=1, M_Y=2), _x_opt()):
-            "M_X / M_Y is 2 here (FSDP spans two of the torus's axes, TP one), not 1/2",
-        slip(_x_opt(M_X=1, M_Y=1), _x_opt()):
-            "FSDP runs over two axes of the torus and TP over one: the ratio M_X / M_Y is 2",
+        slip(_batch_for_width(M_X=1, M_Y=2), _batch_for_width()):
+            "M_X and M_Y are swapped: FSDP is the one spread over two of the torus's axes",
+        slip(_batch_for_width(M_X=1, M_Y=1), _batch_for_width()):
+            "FSDP and TP use different numbers of torus axes here; the ratio M_X / M_Y is not 1",
     },
     book=("Q3",),
 ))
@@ -169,31 +209,31 @@ register(Exercise(
 # 5.6 -------------------------------------------------------------------------
 
 def _step(per_param_token: int = 6, mfu: float | None = None) -> Derivation:
-    cube = _q3_slice()
-    mfu = Q3["mfu"] if mfu is None else mfu
-    P = replace(explain(params, Q3["model"]), symbol="P")
+    cube = _s_slice()
+    mfu = S["mfu"] if mfu is None else mfu
+    P = _P(S["model"])
     C = cube.spec.peak_flops_per_s()
-    N, B = cube.num_chips, Q3["B"]
+    n, B = cube.num_chips, S["B"]
     d = Derivation("T_step", f"{per_param_token}·P·B / (n·C·MFU)",
-                   f"{per_param_token}·{q(P.value)}·{q(B)} / ({N}·{q(C, 'FLOP/s')}·{q(mfu)})",
-                   per_param_token * P.value * B / (N * C * mfu), "s", (P,))
-    return _letters(define(d, {"B": "tokens per step", "n": "chips", "C": "a TPU v5p's peak bf16 rate",
-                               "MFU": "the share of the peak the step achieves"}))
+                   f"{per_param_token}·{q(P.value)}·{q(B)} / ({n}·{q(C, 'FLOP/s')}·{q(mfu)})",
+                   per_param_token * P.value * B / (n * C * mfu), "s", (P,))
+    return define(d, {"B": "tokens per step", "n": "chips", "C": "a TPU v5p's peak bf16 rate",
+                      "MFU": "the share of the peak the step achieves"})
 
 
 register(Exercise(
     id="5.6",
-    title="LLaMA-2 13B's step time at 40% MFU on 4096 v5p chips",
+    title="Gemma 2 27B's step time at 40% MFU on 4096 v5p chips",
     reference=_step,
     unit="s",
-    involves={"dtype", "flops"},
+    involves=frozenset({"dtype", "flops"}),
     mistakes={
         slip(_step(per_param_token=2), _step()):
-            "2 FLOPs per parameter per token is the forward pass; a training step (forward and backward) is 6",
+            "that counts the forward pass only; a training step is a forward and a backward",
         slip(_step(mfu=1.0), _step()):
-            "at 40% MFU the chips do only 40% of their peak: divide by 0.4",
+            "that is the step at the chips' full peak; at the question's MFU they do only part of it",
         slip(_step(per_param_token=8), _step()):
-            "count the model's FLOPs, 6 per parameter per token; MFU leaves recomputation out",
+            "that counts a recomputed forward too; MFU counts the model's FLOPs only",
     },
     book=("Q3",),
 ))
@@ -201,30 +241,34 @@ register(Exercise(
 
 # 5.7 -------------------------------------------------------------------------
 
-_5_7 = dict(B=2e6)
+_5_7 = dict(model="llama-3.1-405b", B=8 * 2**20)
 
 
 def _most_chips(threshold: str = "fsdp+tp") -> Derivation:
-    m, pod = model("llama-3-70b"), tpu_pod("tpu-v5p")
+    m, pod = model(_5_7["model"]), tpu_pod("tpu-v5p")
     if threshold == "fsdp+tp":
         crit = explain(fsdp_tensor_parallel_critical_batch, m.F, pod)
+    elif threshold == "one axis pair":
+        crit = explain(fsdp_tensor_parallel_critical_batch, m.F, pod, M_X=1, M_Y=1)
     else:
         crit = explain(data_parallel_critical_batch, pod)
     crit = replace(crit, symbol="B_crit")
-    d = Derivation("N_max", "B / B_crit", f"{q(_5_7['B'])} / {q(crit.value)}", _5_7["B"] / crit.value, "chips",
-                   (crit,))
+    d = Derivation("n_max", "⌊B / B_crit⌋", f"⌊{q(_5_7['B'])} / {q(crit.value)}⌋",
+                   float(math.floor(_5_7["B"] / crit.value)), "chips", (crit,))
     return define(d, {"B": "tokens per step"})
 
 
 register(Exercise(
     id="5.7",
-    title="How many v5p chips FSDP + TP can use for LLaMA-3 70B at 2M tokens",
+    title="How many v5p chips FSDP + TP can use for LLaMA 3.1-405B at 8M tokens",
     reference=_most_chips,
     unit="chips",
+    integer=True,
     mistakes={
         slip(_most_chips("fsdp"), _most_chips()):
-            "that is the limit of FSDP alone (850 tokens per chip over three axes); with TP alongside, the "
-            "step stays compute-bound down to 2550² / 2F tokens per chip",
+            "that is the limit of FSDP alone; with TP alongside, each chip can do with far fewer tokens",
+        slip(_most_chips("one axis pair"), _most_chips()):
+            "FSDP here spans two of the torus's axes, which the threshold counts (M_X·M_Y is not 1)",
     },
     book=("Ex1",),
 ))
@@ -232,72 +276,83 @@ register(Exercise(
 
 # 5.8 -------------------------------------------------------------------------
 
-_5_8 = dict(p=16, m=64, v=4)
+_5_8 = dict(p=16, v=4, target=0.03)
 
 
-def _bubble(v: int | None = None, relative: bool = False) -> Derivation:
-    p, m = _5_8["p"], _5_8["m"]
+def _microbatches(v: int | None = None, relative: bool = False) -> Derivation:
+    """Reference for 5.8: the fewest microbatches m whose bubble (p − 1) / (v·m + p − 1) is below the target."""
+    p, f = _5_8["p"], _5_8["target"]
     v = _5_8["v"] if v is None else v
-    if relative:
-        return Derivation("bubble", "(p − 1) / (v·m)", f"({p} − 1) / ({v}·{m})", (p - 1) / (v * m), "",
-                          where=("p: stages; m: microbatches; v: chunks per stage",))
-    return explain(pipeline_bubble_fraction, p, m, virtual_stages=v)
+    if relative:  # the bubble taken over the useful time, (p − 1) / (v·m)
+        return Derivation("m", "⌈(p − 1) / (v·f)⌉", f"⌈({p} − 1) / ({v}·{f})⌉", float(math.ceil((p - 1) / (v * f))), "")
+    exact = (p - 1) * (1 / f - 1) / v
+    d = Derivation("m", "⌈(p − 1)·(1/f − 1) / v⌉", f"⌈({p} − 1)·(1/{f} − 1) / {v}⌉", float(math.ceil(exact)), "",
+                   where=("(p − 1) / (v·m + p − 1) < f solved for m",))
+    return define(d, {"p": "pipeline stages", "f": "the bubble's largest share of the step", "v": "chunks per stage"})
 
 
 register(Exercise(
     id="5.8",
-    title="The bubble of an interleaved 16-stage pipeline",
-    reference=_bubble,
+    title="How many microbatches keep an interleaved pipeline's bubble under 3%",
+    reference=_microbatches,
     unit="",
+    integer=True,
+    rtol=0.001,
     mistakes={
-        slip(_bubble(v=1), _bubble()):
-            "that is plain 1F1B; with v chunks per stage a slot of the bubble costs 1/v of a stage's work",
-        slip(_bubble(relative=True), _bubble()):
-            "that is the bubble over the useful time; as a fraction of the whole step it is "
-            "(p − 1) / (v·m + p − 1)",
+        slip(_microbatches(v=1), _microbatches()):
+            "that is for plain 1F1B; with interleaving, each slot of the fill and drain costs only one chunk "
+            "of a stage's work",
+        slip(_microbatches(relative=True), _microbatches()):
+            "that keeps the bubble under 3% of the useful time; the question asks for 3% of the whole step, "
+            "bubble included",
     },
 ))
 
 
 # 5.9 -------------------------------------------------------------------------
 
-_5_9 = dict(pods=4)
+_5_9 = dict(B=8 * 2**20)
 
 
-def _dcn_batch(per_pod: bool = False) -> Derivation:
-    crit = replace(explain(cross_slice_critical_batch, tpu_pod("tpu-v5p")), symbol="B_slice")
-    if per_pod:
-        return define(crit, {})
-    s = _5_9["pods"]
-    d = Derivation("B_min", "s · B_slice", f"{s} · {q(crit.value)}", s * crit.value, "tokens", (crit,),
-                   where=("s: pods joined over DCN",))
-    return d
+def _most_pods() -> Derivation:
+    crit = replace(explain(cross_slice_critical_batch, tpu_pod("tpu-v5p")), symbol="B_pod")
+    B = _5_9["B"]
+    d = Derivation("pods", "⌊B / B_pod⌋", f"⌊{q(B)} / {q(crit.value)}⌋", float(math.floor(B / crit.value)), "pods",
+                   (crit,))
+    return define(d, {"B": "tokens per step"})
 
 
 register(Exercise(
     id="5.9",
-    title="The smallest batch for data parallelism across four v5p pods",
-    reference=_dcn_batch,
-    unit="tokens",
+    title="How many v5p pods data parallelism over DCN can join at 8M tokens",
+    reference=_most_pods,
+    unit="pods",
+    integer=True,
+    rtol=0.001,
+    involves=frozenset({"bandwidth"}),
     mistakes={
-        slip(_dcn_batch(per_pod=True), _dcn_batch()):
-            "that is the batch each pod needs; the step's batch is split over the four pods",
+        slip(math.floor(_5_9["B"] / (tpu_pod("tpu-v5p").num_chips * data_parallel_critical_batch(tpu_pod("tpu-v5p")))),
+             _most_pods()):
+            "that holds every chip to the ICI threshold; between pods the link is DCN, and what counts is each "
+            "pod's share of the batch against C / W_dcn",
     },
 ))
 
 
 # 5.10 ------------------------------------------------------------------------
 
-_5_10 = dict(params=7.5e9, gpus=64)
+_5_10 = dict(model="llama-3-8b", gpus=32)
 
 
 def _zero(stage: int = 2) -> Derivation:
-    return explain(zero_state_bytes, _5_10["params"], _5_10["gpus"], stage=stage)
+    name = _5_10["model"]
+    d = explain(zero_state_bytes, params(name), _5_10["gpus"], stage=stage)
+    return replace(d, where=d.where + (f"Ψ = sl.params({name!r}), counted as in chapter 4",))
 
 
 register(Exercise(
     id="5.10",
-    title="ZeRO stage 2's memory per GPU for a 7.5B model on 64 GPUs",
+    title="ZeRO stage 2's memory per GPU for LLaMA 3-8B on 32 GPUs",
     reference=_zero,
     unit="B",
     mistakes={
@@ -311,7 +366,7 @@ register(Exercise(
 
 # 5.11 ------------------------------------------------------------------------
 
-_5_11 = dict(model="llama-3-70b", B=4 * 2**20, seq_len=4096, nodes=2048)
+_5_11 = dict(model="gemma-2-27b", B=4 * 2**20, seq_len=4096, nodes=2048)
 
 
 @lru_cache(maxsize=1)
@@ -330,7 +385,7 @@ def _speedup() -> Derivation:
 
 register(Exercise(
     id="5.11",
-    title="What pipelining buys LLaMA-3 70B on 16,384 H100s",
+    title="What pipelining buys Gemma 2 27B on 16,384 H100s",
     reference=_speedup,
     unit="",
     rtol=0.02,
