@@ -35,114 +35,174 @@ TPU_V2_CORE = ChipSpec(
 
 # 9.1 -------------------------------------------------------------------------
 
-_9_1 = "bf16[6,300]{1,0:T(8,128)(2,1)}"
+#: Router logits, one row of 10 scores per token, and the two layouts XLA may give them (exercise 9.1).
+_9_1_LAYOUTS = {"row-major": "bf16[3000,10]{1,0:T(8,128)(2,1)}", "column-major": "bf16[3000,10]{0,1:T(8,128)(2,1)}"}
 
 
-def _padded_bytes(text: str = _9_1) -> Derivation:
-    """Reference for 9.1: the bytes of the array once its (8, 128) tiles pad it."""
-    a = hlo_array(text)
-    b = bytes_per_value(a.dtype)
+def _padded(layout: str) -> Derivation:
+    a = hlo_array(_9_1_LAYOUTS[layout])
     dims = " · ".join(map(str, a.padded_shape))
-    return define(Derivation("padded bytes", "b · Π(padded dims)", f"{q(b)} · {dims}", a.padded_nbytes, "B"),
-                  {"b": "bytes per bf16 value",
-                   "padded dims": f"{list(a.physical_shape)} rounded up to whole (8, 128) tiles"})
+    return Derivation(f"bytes({layout})", "b · Π(padded dims)", f"{q(bytes_per_value(a.dtype))} · {dims}",
+                      a.padded_nbytes, "B")
 
+
+def _better_layout_bytes() -> Derivation:
+    """Reference for 9.1: the padded bytes of each layout, then the smaller."""
+    row, col = _padded("row-major"), _padded("column-major")
+    best = Derivation("bytes", "min(bytes(row-major), bytes(column-major))", f"min({q(row.value, 'B')}, "
+                      f"{q(col.value, 'B')})", min(row.value, col.value), "B", (row, col))
+    return define(best, {"b": "bytes per bf16 value",
+                         "padded dims": "the dimensions in memory order (minor last), rounded up to whole (8, 128) "
+                                        "tiles: [3000, 10] row-major, [10, 3000] column-major"})
+
+
+_9_1_REF = hlo_array(_9_1_LAYOUTS["column-major"]).padded_nbytes
 
 register(Exercise(
     id="9.1",
-    title="Bytes of a tiled array, padding included",
-    reference=_padded_bytes,
+    title="The layout that wastes less of its tiles",
+    reference=_better_layout_bytes,
     unit="B",
+    integer=True,
     mistakes={
-        slip(hlo_array(_9_1).nbytes, hlo_array(_9_1).padded_nbytes):
-            "that is the bytes of the values alone; the tiling stores whole (8, 128) tiles, "
-            "so both dimensions are rounded up first",
-        slip(2 * 6 * 384, hlo_array(_9_1).padded_nbytes):
-            "you padded only the minor dimension; a (8, 128) tile also rounds the second-minor dimension up to 8",
-        slip(2 * 128 * 304, hlo_array(_9_1).padded_nbytes):
-            "you paired the tile the wrong way round: the tile's last size (128) goes with the minor dimension",
+        slip(hlo_array(_9_1_LAYOUTS["row-major"]).padded_nbytes, _9_1_REF):
+            "that is the layout that wastes more: either you kept the 10-wide dimension minor, where each row fills "
+            "a 128-wide tile, or you paired the tile the wrong way round (its last size goes with the minor "
+            "dimension)",
+        slip(hlo_array(_9_1_LAYOUTS["row-major"]).nbytes, _9_1_REF):
+            "that is the bytes of the values alone; the tiling stores whole tiles, so both tiled dimensions are "
+            "rounded up first",
+        slip(2 * 10 * 3072, _9_1_REF):
+            "you padded only the minor dimension; the tile also rounds the second-minor dimension up to a whole "
+            "number of its rows",
+        slip(2 * 16 * 3000, _9_1_REF):
+            "you padded only the second-minor dimension; the minor dimension is rounded up to a whole number of "
+            "tile columns too",
     },
 ))
 
 
 # 9.2 -------------------------------------------------------------------------
 
-_9_2 = dict(B=256, D=512, F=1024)
+_9_2 = dict(B=512, D=2048, F=8192)
 
 
-def _two_kernel_bytes(with_round_trip: bool = True) -> Derivation:
-    """Reference for 9.2: the matmul kernel's bytes, then the elementwise kernel's (it reads h and b, writes y)."""
+def _kernel_bytes(fused: bool) -> Derivation:
+    """Bytes of the layer gelu(x @ w + b) in f32: two kernels (h makes a round trip) or one (bias and GELU fused)."""
     B, D, F = _9_2.values()
-    matmul = explain(matmul_bytes, B, D, F, dtype="f32")
     v = bytes_per_value("f32")
-    tail_bytes = v * (2 * B * F + F)
+    matmul = replace(explain(matmul_bytes, B, D, F, dtype="f32"), symbol="bytes(matmul)")
+    if fused:
+        return Derivation("bytes(one kernel)", "bytes(matmul) + v·F", f"{q(matmul.value, 'B')} + {int(v)}·{F}",
+                          matmul.value + v * F, "B", (matmul,))
     tail = Derivation("bytes(bias + GELU)", "v · (B·F + F + B·F)", f"{q(v)} · ({B}·{F} + {F} + {B}·{F})",
-                      tail_bytes, "B")
-    if not with_round_trip:
-        return matmul
-    total = Derivation("bytes", "bytes(matmul) + bytes(bias + GELU)",
-                       f"{q(matmul.value, 'B')} + {q(tail_bytes, 'B')}", matmul.value + tail_bytes, "B",
-                       (matmul, tail))
-    return total
+                      v * (2 * B * F + F), "B")
+    return Derivation("bytes(two kernels)", "bytes(matmul) + bytes(bias + GELU)",
+                      f"{q(matmul.value, 'B')} + {q(tail.value, 'B')}", matmul.value + tail.value, "B",
+                      (matmul, tail))
 
+
+def _two_and_one_kernel_bytes() -> Derivation:
+    """Reference for 9.2: [bytes of the CPU's two kernels, bytes of one fused kernel]."""
+    two, one = _kernel_bytes(False), _kernel_bytes(True)
+    both = Derivation("[two kernels, one kernel]", "[bytes(two kernels), bytes(one kernel)]", "",
+                      np.array([two.value, one.value]), "B", (two, one))
+    return define(both, {"B, D, F": "the sides of x [B, D] and w [D, F]; h = x @ w is [B, F]",
+                         "v": "bytes per f32 value"})
+
+
+_9_2_REF = _two_and_one_kernel_bytes().value
 
 register(Exercise(
     id="9.2",
-    title="Bytes the compiled program moves, kernel by kernel",
-    reference=lambda: define(_two_kernel_bytes(), {"B, D, F": "the sides of x [B, D] and w [D, F]; h = x @ w is "
-                                                              "[B, F]", "v": "bytes per f32 value"}),
+    title="Bytes the compiled layer moves: two kernels, then one",
+    reference=_two_and_one_kernel_bytes,
     unit="B",
     mistakes={
-        slip(_two_kernel_bytes(False), _two_kernel_bytes()):
-            "you counted the matmul's kernel only; its output h goes back to memory, and the second kernel "
-            "reads it again (with b) and writes the result",
+        slip([_kernel_bytes(True).value, _9_2_REF[1]], _9_2_REF):
+            "that counts one kernel's traffic; on the CPU the matmul's output h goes back to memory, and the "
+            "second kernel reads it again (with b) before writing the result",
+        slip([_9_2_REF[0], _9_2_REF[0]], _9_2_REF):
+            "fused, the bias and GELU are applied to h while it is still in the kernel: h is never written or "
+            "read back, only the final result is written",
     },
 ))
 
 
 # 9.3 and 9.4 ------------------------------------------------------------------
 
-def _score_counts(B, T, S, N, H):
+def _score_counts(B, T, S, N, H, scores_written: bool = True):
     """(FLOPs, bytes) of scores = einsum('btnh,bsnh->bnts', q, k) in bf16: q and k read, the scores written."""
     b = bytes_per_value("bf16")
     flops = einsum_flops("btnh,bsnh->bnts", {"b": B, "t": T, "s": S, "n": N, "h": H})
-    return flops, b * (B * T * N * H + B * S * N * H + B * N * T * S)
+    return flops, b * (B * T * N * H + B * S * N * H + (B * N * T * S if scores_written else 0))
 
 
-_9_3 = dict(B=32, T=1, S=4096, N=32, H=128)
-_9_4 = dict(B=1, T=2048, S=2048, N=32, H=128)
+_9_3 = dict(B=1024, T=1, S=8192, N=16, H=128)
+_9_4 = dict(B=1, T=8192, S=8192, N=32, H=128)
 
 register(Exercise(
     id="9.3",
-    title="Compute- or memory-bound: attention scores while generating",
+    title="Compute- or memory-bound: attention scores for a large generation batch",
     reference=lambda: roofline(*_score_counts(**_9_3), "tpu-v5e", dtype="bf16").bound,
     kind="choice",
     choices=("compute", "memory"),
-    reason="Each key is read for a single query, so the einsum does about one FLOP per byte, "
-           "far below TPU v5e's critical intensity of about 240 FLOP/B: HBM sets its time.",
+    reason="A batch raises a matmul's intensity because every sequence shares the weights; here nothing is "
+           "shared: each sequence reads its own keys, once, for a single query, so the einsum does about one FLOP "
+           "per byte at any batch, far below TPU v5e's critical intensity of about 240 FLOP/B.",
 ))
 
 
-def _scores_time(count_scores: bool = True) -> Derivation:
-    flops, nbytes = _score_counts(**_9_4)
-    if not count_scores:
-        B, T, S, N, H = _9_4.values()
-        nbytes = bytes_per_value("bf16") * (B * T * N * H + B * S * N * H)
-    return explain(roofline, flops, nbytes, "tpu-v5e", dtype="bf16")
+def _scores_time(scores_written: bool = True) -> Derivation:
+    """The einsum's predicted time on TPU v5e, with or without the [B, N, T, S] scores written to HBM."""
+    return explain(roofline, *_score_counts(**_9_4, scores_written=scores_written), "tpu-v5e", dtype="bf16")
+
+
+def _scores_times() -> Derivation:
+    """Reference for 9.4: [scores written to HBM, scores kept on chip]."""
+    written = _scores_time(True)
+    t_math = written.steps[0]
+    comms = replace(explain(t_comms_s, _score_counts(**_9_4, scores_written=False)[1], "tpu-v5e"),
+                    symbol="T_comms'", formula="nbytes' / W")
+    kept = Derivation("T_lower'", "max(T_math, T_comms')", f"max({q(t_math.value, 's')}, {q(comms.value, 's')})",
+                      max(t_math.value, comms.value), "s", (comms,))
+    both = Derivation("[written, kept on chip]", "[T_lower, T_lower']", "",
+                      np.array([written.value, kept.value]), "s", (written, kept))
+    return define(both, {"C": "TPU v5e's peak bf16 rate", "W": "its HBM bandwidth",
+                         "nbytes'": "the bytes of q and k alone, the scores never reaching HBM"})
+
+
+_9_4_REF = _scores_times().value
+
+
+def _scores_pair(value_bytes: int = 2, flops_per_mac: int = 2, peak: str = "bf16", bound: str = "t_lower_s"):
+    """[written, kept on chip] computed with these figures: a slip of 9.4 is one of them changed."""
+    B, T, S, N, H = _9_4.values()
+    flops = flops_per_mac / 2 * _score_counts(**_9_4)[0]
+    qk, scores = value_bytes * (B * T * N * H + B * S * N * H), value_bytes * B * N * T * S
+    return [getattr(roofline(flops, nbytes, "tpu-v5e", dtype=peak), bound) for nbytes in (qk + scores, qk)]
 
 
 register(Exercise(
     id="9.4",
-    title="Predicted time of the attention scores of a 2048-token prompt on TPU v5e",
-    reference=lambda: define(_scores_time(), {"C": "TPU v5e's peak bf16 rate", "W": "its HBM bandwidth"}),
+    title="Attention scores of an 8192-token prompt on TPU v5e, written to HBM or kept on chip",
+    reference=_scores_times,
     unit="s",
-    involves={"dtype", "flops"},
+    involves=frozenset(),
     mistakes={
-        slip(_scores_time(False), _scores_time()):
-            "you gave the arithmetic time, or left out the bytes of the scores: the einsum writes a "
-            "[B, N, T, S] array of bf16 to memory, and at this size moving it takes longer than the arithmetic",
-        slip(roofline(*_score_counts(**_9_4), "tpu-v5e").t_upper_s, _scores_time()):
+        slip([_scores_time(False).value, _9_4_REF[1]], _9_4_REF):
+            "the first time leaves out the bytes of the scores: the einsum writes a [B, N, T, S] array of bf16 to "
+            "HBM, and at this size moving it takes longer than the arithmetic",
+        slip([_9_4_REF[0], _scores_pair(bound="t_comms_s")[1]], _9_4_REF):
+            "kept on chip, only q and k come from HBM, which takes less time than the arithmetic: the bound is "
+            "the larger of the two",
+        slip(_scores_pair(bound="t_upper_s"), _9_4_REF):
             "you added T_math and T_comms, the pessimistic bound; the prediction is max(T_math, T_comms)",
+        slip(_scores_pair(value_bytes=4), _9_4_REF):
+            "check the bytes per value: q, k and the scores are bf16",
+        slip(_scores_pair(flops_per_mac=1), _9_4_REF):
+            "either you counted a multiply-add as one FLOP (it is two), or you took the chip's int8 peak for "
+            "bf16 arithmetic",
     },
 ))
 
@@ -164,17 +224,18 @@ register(Exercise(
     reference=lambda: define(_reduce_scatter_time(), {"W": "the ICI bandwidth between the two cores, "
                                                            "both directions together (1.2e11 B/s)"}),
     unit="s",
-    involves={"bandwidth"},
+    involves=frozenset(),
     mistakes={
         slip(_reduce_scatter_time((8, 1024, 4096)), _reduce_scatter_time()):
-            "half the reference: a ReduceScatter's time goes with its unreduced input, bf16[8, 1024, 8192] on "
-            "each core, not with the reduced output it keeps",
+            "a ReduceScatter's time goes with its unreduced input, the whole partial sum on each core, not with "
+            "the reduced part it keeps",
         slip(_reduce_scatter_time(dtype="f32"), _reduce_scatter_time()):
-            "twice the reference: either you counted 4 bytes per value (bf16 takes 2), or you used half the link's "
-            "figure (1.2e11 B/s already counts both directions, and the two cores send both ways at once)",
+            "either you counted the bytes per value of f32 (the partial sum is bf16), or you took the link's "
+            "figure for one direction only (the figure given already counts both directions, and the two cores "
+            "send both ways at once)",
         slip(_reduce_scatter_time((32, 1024, 8192)), _reduce_scatter_time()):
             "you counted the whole global array; each ReduceScatter runs within one pair of model-parallel cores, "
-            "on their data-parallel shard bf16[8, 1024, 8192]",
+            "on their own data-parallel shard",
     },
     book=("Ex1",),
 ))
@@ -199,15 +260,17 @@ register(Exercise(
         "B, D, F": "one core's shard: [8·1024 tokens, d_model] x [d_model, 16 heads · 256]",
         "C": "one TPU v2 TensorCore's bf16 rate, 23e12 FLOP/s"}),
     unit="s",
-    involves={"dtype", "flops"},
+    involves=frozenset(),
     mistakes={
+        slip(_q_projection_time().value / 2, _q_projection_time()):
+            "you counted a multiply-add as one FLOP; a matmul does two FLOPs per multiply-add",
         slip(_q_projection_time(heads=32), _q_projection_time()):
-            "you multiplied by all 32 heads; Megatron sharding splits the heads over the 2 model-parallel cores, "
-            "16 each",
+            "you multiplied by all the heads; Megatron sharding splits the heads over the model-parallel cores",
         slip(_q_projection_time(B=32 * 1024), _q_projection_time()):
-            "you took the global batch; with 4-way data parallelism each core sees 8 of the 32 sequences",
+            "you took the global batch; with data parallelism each core sees only its own share of the sequences",
         slip(_q_projection_time(B=32 * 1024, heads=32), _q_projection_time()):
-            "that is the whole global projection on one core; each core does 1/8 of it",
+            "that is the whole global projection on one core; each core has its share of the batch (data "
+            "parallelism) and of the heads (model parallelism)",
     },
     book=("Ex2",),
 ))
