@@ -12,12 +12,14 @@ Scale Your Model (Austin et al., 2025), whose items ``book=`` names.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..check import Exercise, register
 from ..jax_check import CollectiveRule
 from ._tools import define, slip
-from ..._derivation import Derivation, explain, q
+from ..._derivation import Derivation, explain
 from ..._roofline import matmul_flops, t_comms_s, t_math_s
 from ..._specs import bytes_per_value
 
@@ -287,51 +289,71 @@ register(Exercise(
 # 10.9 ------------------------------------------------------------------------
 
 _STEP = dict(B=2048, D=8192, F=28672, X=4, Y=4)  # LLaMA-3-70B's MLP widths, a 4x4 mesh of TPU v5p
-_BLOCK = _STEP["B"] // _STEP["X"] * (_STEP["D"] // _STEP["Y"]) * bytes_per_value("bf16")  # one bf16 A[B/X, D/Y]
 
 
-def _step_times(block_bytes_two_ways: float, F_per_device: int) -> np.ndarray:
-    """[one-way permute, two-way permute, matmul] of one collective-matmul step on TPU v5p, with these figures."""
-    B, D, _, X, Y = _STEP.values()
-    return np.array([t_comms_s(_BLOCK, "tpu-v5p", bandwidth="ici"),
-                     t_comms_s(block_bytes_two_ways, "tpu-v5p", bandwidth="ici"),
-                     t_math_s(matmul_flops(B // X, D // Y, F_per_device), "tpu-v5p", dtype="bf16")])
+def _step_times(value_bytes: int = 2, two_way_share: float = 0.5, two_way_directions: int = 1,
+                one_way_directions: int = 1, flops_per_mac: int = 2, peak: str = "bf16",
+                F_per_device: int | None = None) -> np.ndarray:
+    """[one-way permute, two-way permute, matmul] of one collective-matmul step on TPU v5p, with these figures.
+
+    The defaults give the reference; a slip of 10.9 is one of them changed: the bytes per value, the share
+    of the block one direction carries in the two-way version, the links' directions counted in the
+    bandwidth, the FLOPs per multiply-add, the peak's precision, or W's columns per device.
+    """
+    B, D, F, X, Y = _STEP.values()
+    block = B // X * (D // Y) * value_bytes
+    w = t_comms_s(1, "tpu-v5p", bandwidth="ici")   # seconds per byte over one link, one way
+    F_dev = F // Y if F_per_device is None else F_per_device
+    return np.array([block * w / one_way_directions, block * two_way_share * w / two_way_directions,
+                     flops_per_mac / 2 * t_math_s(matmul_flops(B // X, D // Y, F_dev), "tpu-v5p", dtype=peak)])
 
 
 def _collective_matmul_step() -> Derivation:
     """Reference for 10.9: [one-way permute, two-way permute, matmul] times of one collective-matmul step on v5p."""
     B, D, F, X, Y = _STEP.values()
-    block = _BLOCK
-    one_way = explain(t_comms_s, block, "tpu-v5p", bandwidth="ici")
-    flops = explain(matmul_flops, B // X, D // Y, F // Y)
-    math = explain(t_math_s, flops.value, "tpu-v5p", dtype="bf16")
-    value = _step_times(block / 2, F // Y)
-    result = Derivation("[T_one_way, T_two_ways, T_matmul]",
-                        "[V_blk / W, (V_blk / 2) / W, FLOPs / C]",
-                        f"[{q(block, 'B')} / W, {q(block / 2, 'B')} / W, {q(flops.value, 'FLOP')} / C]",
-                        value, "s", (one_way, flops, math))
-    return define(result, {"nbytes": "the bytes moved (here one block)",
-                           "V_blk": "the bytes of one bf16 block A[B/X, D/Y], 512 x 2048 values",
+    block = B // X * (D // Y) * bytes_per_value("bf16")
+    v_blk = Derivation("V_blk", "b·(B/X)·(D/Y)", f"{int(bytes_per_value('bf16'))}·{B // X}·{D // Y}", block, "B")
+    one_way = replace(explain(t_comms_s, block, "tpu-v5p", bandwidth="ici"), symbol="T_one_way",
+                      formula="V_blk / W")
+    two_ways = replace(explain(t_comms_s, block / 2, "tpu-v5p", bandwidth="ici"), symbol="T_two_ways",
+                       formula="(V_blk / 2) / W")
+    flops = Derivation("FLOPs", "2·(B/X)·(D/Y)·(F/Y)", f"2·{B // X}·{D // Y}·{F // Y}",
+                       matmul_flops(B // X, D // Y, F // Y), "FLOP")
+    math = replace(explain(t_math_s, flops.value, "tpu-v5p", dtype="bf16"), symbol="T_matmul")
+    result = Derivation("answer", "[T_one_way, T_two_ways, T_matmul]", "", _step_times(), "s",
+                        (v_blk, one_way, two_ways, flops, math))
+    return define(result, {"b": "bytes per bf16 value",
+                           "B, D, F": "LLaMA-3-70B's tokens, model width and MLP width",
+                           "X, Y": "the mesh's axes (4 each); a step moves one block of In[B_X, D_Y]",
                            "W": "one ICI link's one-way bandwidth on a TPU v5p",
-                           "FLOPs": "2·(B/X)·(D/Y)·(F/Y), one block's product with its rows of W",
                            "C": "the TPU v5p's bf16 peak"})
 
 
-_10_9 = _step_times(_BLOCK / 2, _STEP["F"] // _STEP["Y"])
+_10_9 = _step_times()
 
 register(Exercise(
     id="10.9",
     title="One step of a collective matmul on TPU v5p, one way and both ways",
     reference=_collective_matmul_step,
     unit="s",
-    involves={"bandwidth", "dtype", "flops"},
+    involves=frozenset(),
     mistakes={
-        slip(_step_times(_BLOCK, _STEP["F"] // _STEP["Y"]), _10_9):
-            "the two-way version sends half a block in each direction, so each link direction carries half the bytes "
-            "of the one-way version",
-        slip(_step_times(_BLOCK / 2, _STEP["F"]), _10_9):
-            "the matmul of one step multiplies a [B/X, D/Y] block by the rows of the device's own W[D, F_Y], whose "
-            "columns are F/Y, not F",
+        slip(_step_times(two_way_share=1), _10_9):
+            "in the two-way version the block is split between the two directions of the link: each direction "
+            "carries only its own part of it, not the whole block",
+        slip(_step_times(value_bytes=4), _10_9):
+            "check the bytes per value: the blocks are bf16",
+        slip(_step_times(one_way_directions=2, two_way_directions=2), _10_9):
+            "a collective-permute step sends over one link in one direction: use the link's one-way figure",
+        slip(_step_times(two_way_directions=2), _10_9):
+            "in the two-way version each part of the block travels in its own direction at the one-way figure; "
+            "splitting the block already puts both directions to use, so the bandwidth is not counted twice",
+        slip(_step_times(flops_per_mac=1), _10_9):
+            "either you counted a multiply-add as one FLOP (a matmul does two FLOPs per multiply-add), or you "
+            "took the chip's int8 peak for bf16 arithmetic",
+        slip(_step_times(F_per_device=_STEP["F"]), _10_9):
+            "the matmul of one step multiplies a block by the matching rows of the device's own shard of "
+            "W_in, which holds only its share of the columns",
     },
     book=("Ex1", "Q4"),
 ))
