@@ -67,6 +67,22 @@ def test_the_search_prices_each_plan_as_training_cost_does():
             assert why.startswith(f"{cost.time_s / found.best.time_s - 1:.0%} slower: ")
 
 
+def test_the_search_prices_plans_across_slices_as_training_cost_does():
+    # two 4x4x4 v5p slices over DCN, a batch small enough for DCN's AllReduce to bind in some plans
+    topo = sl.tpu_slice((4, 4, 4), "tpu-v5p")
+    found = sl.search_plans("llama-3-8b", 2**15, topo, seq_len=256, slices=2, method="numpy", pipeline=False)
+    g = found.grid
+    legal = np.flatnonzero(np.isfinite(found.step_times_s))
+    bound = 0
+    for i in legal[:: max(1, legal.size // 30)]:
+        plan = sl._plan_search._plan_at(g, int(i))
+        assert plan.slices == 2
+        cost = sl.training_cost("llama-3-8b", 2**15, plan, topo, seq_len=256)
+        assert cost.time_s == found.step_times_s[i] and cost.memory_bytes["total"] == found.memory_bytes[i]
+        bound += cost.bound.get("DCN") == "communication-bound"
+    assert bound  # some of the sampled plans wait on DCN
+
+
 def test_runners_up_are_other_kinds_of_parallelism_each_with_its_reason():
     found = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(2048, "h100"), seq_len=4096)
     families = [c.plan.family for c, _ in found.runners_up]

@@ -131,6 +131,16 @@ def test_max_batch_size_is_the_memory_left_beside_the_weights_and_the_reserve_ov
         assert got == math.floor((16 * V5E["hbm_bytes"] - P70 - reserve) / (8192 * kv))
 
 
+def test_nothing_is_reserved_unless_asked():
+    d = sl.explain(sl.max_batch_size, "llama-3-70b", sl.tpu_slice((4, 4), "tpu-v5e"), context=8192,
+                   weight_dtype="int8")
+    assert d.formula == "floor((N·HBM − P_bytes) / (S·kv))"
+    assert d.value == (16 * V5E["hbm_bytes"] - P70) // (8192 * kv_per_token("llama-3-70b", "int8"))
+    # a model given as a parameter count has no KV cache in min_chips unless its size per token is given
+    assert sl.min_chips(70e9, "h100", batch=1000, context=1e8) == 2
+    assert sl.min_chips(70e9, "h100", batch=1000, context=1e8, kv_bytes_per_token=1) == 4
+
+
 @pytest.mark.parametrize("reserve, chips", [(0.0, 8), (50e9, 8), (60e9, 16), (200e9, 32)])
 def test_min_chips_counts_the_reserve(reserve, chips):
     # int8 LLaMA 3-70B (70.6 GB) on 16 GB v5e chips, slices of 1, 4, 8, 16, 32 ... chips:
