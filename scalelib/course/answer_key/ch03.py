@@ -46,12 +46,13 @@ def _named(derivation: Derivation, symbol: str) -> Derivation:
 
 # 3.1 -------------------------------------------------------------------------
 
-_3_1 = dict(text="A[I_XY, J]", mesh={"X": 4, "Y": 8}, shape=(4096, 8192), dtype="bf16", chip="h200")
+_3_1 = dict(text="A[I_XY, J]", mesh={"X": 4, "Y": 4}, shape=(4096, 8192), dtype="bf16", chip="h200")
 
 
-def _shard_read_time(text=_3_1["text"], dtype=_3_1["dtype"]) -> float:
+def _shard_read_time(text=_3_1["text"], dtype=_3_1["dtype"], bits=False) -> float:
     s = sharding(text, _3_1["mesh"])
-    return t_comms_s(s.shard_bytes(_3_1["shape"], dtype=dtype), _3_1["chip"], bandwidth="hbm")
+    nbytes = s.shard_bytes(_3_1["shape"], dtype=dtype) * (8 if bits else 1)
+    return t_comms_s(nbytes, _3_1["chip"], bandwidth="hbm")
 
 
 def _shard_read() -> Derivation:
@@ -67,14 +68,19 @@ register(Exercise(
     title="Reading one device's block from HBM",
     reference=_shard_read,
     unit="s",
-    involves={"dtype"},
+    involves=frozenset(),
     mistakes={
         slip(_shard_read_time("A[I_X, J]"), _shard_read_time()):
-            "you split I over X only; the subscript XY splits I over X and Y together, into X·Y blocks",
+            "you split I over one mesh axis only; the subscript XY splits it over X and Y together, one block "
+            "per GPU",
         slip(_shard_read_time("A[I, J]"), _shard_read_time()):
             "that is the time to read the whole array; each device reads only the block it holds",
         slip(_shard_read_time(dtype="f32"), _shard_read_time()):
-            "a factor of 2: a bf16 value takes 2 bytes",
+            "the array is bf16: check the bytes per value",
+        slip(_shard_read_time(dtype="int8"), _shard_read_time()):
+            "the array is bf16: check the bytes per value",
+        slip(_shard_read_time(bits=True), _shard_read_time()):
+            "you counted the block in bits; HBM bandwidth is in bytes per second",
     },
     book=("Pop quiz a",),
 ))
@@ -82,7 +88,7 @@ register(Exercise(
 
 # 3.2 -------------------------------------------------------------------------
 
-_3_2 = dict(text="A[I_XZ, J]", mesh={"X": 2, "Y": 4, "Z": 4}, shape=(256, 4096), dtype="int8")
+_3_2 = dict(text="A[I_XZ, J]", mesh={"X": 2, "Y": 4, "Z": 4}, shape=(256, 5120), dtype="int8")
 
 
 def _memory(text=_3_2["text"], dtype=_3_2["dtype"], total_as_one_copy=False) -> np.ndarray:
@@ -112,7 +118,7 @@ register(Exercise(
         slip(_memory("A[I_XYZ, J]"), _memory()):
             "you divided by every device; only X and Z split A, and the devices along Y hold the same blocks",
         slip(_memory(dtype="bf16"), _memory()):
-            "a factor of 2: an int8 value takes 1 byte",
+            "the array is int8: check the bytes per value",
     },
     book=("Pop quiz b",),
 ))
@@ -120,26 +126,45 @@ register(Exercise(
 
 # 3.3 -------------------------------------------------------------------------
 
-_3_3 = sharding("A[I_Z, J, K]", {"X": 8, "Y": 4, "Z": 4})
+_3_3 = dict(text="A[I_Z, J, K]", mesh={"X": 8, "Y": 4, "Z": 4}, shape=(2048, 8192, 24), dtype="bf16")
+
+
+def _3_3_bytes(copies=None) -> float:
+    """Bytes all chips hold beyond one copy of A (`copies` replaces the true count of copies)."""
+    s = sharding(_3_3["text"], _3_3["mesh"])
+    one = s.total_bytes(_3_3["shape"], dtype=_3_3["dtype"]) / s.copies()
+    return ((s.copies() if copies is None else copies) - 1) * one
 
 
 def _3_3_reference() -> Derivation:
-    """Reference for 3.3: one copy per position along the mesh axes that split no dimension of A."""
-    idle = [a for a in _3_3.mesh if a not in _3_3._used]
-    return Derivation("copies", " · ".join(f"|{a}|" for a in idle), " · ".join(str(_3_3.mesh[a]) for a in idle),
-                      _3_3.copies(), "", where=(f"{', '.join(idle)}: the mesh axes that split no dimension of "
-                                                f"{_3_3} (|X| is the number of devices along X)",))
+    """Reference for 3.3: one copy per position along the mesh axes that split no dimension of A, less one."""
+    s = sharding(_3_3["text"], _3_3["mesh"])
+    idle = [a for a in s.mesh if a not in s._used]
+    copies = Derivation("copies", " · ".join(f"|{a}|" for a in idle), " · ".join(str(s.mesh[a]) for a in idle),
+                        s.copies(), "", where=(f"{', '.join(idle)}: the mesh axes that split no dimension of "
+                                               f"{s} (|X| is the number of devices along X)",))
+    one = s.total_bytes(_3_3["shape"], dtype=_3_3["dtype"]) / s.copies()
+    array = Derivation("V_A", "I · J · K · bytes per value",
+                       f"{' · '.join(map(str, _3_3['shape']))} · {bytes_per_value(_3_3['dtype']):g}", one, "B",
+                       where=("I, J, K: the sides of A; bf16 values, 2 bytes each",))
+    return Derivation("extra bytes", "(copies − 1) · V_A", f"({q(copies.value)} − 1) · {q(one, 'B')}",
+                      _3_3_bytes(), "B", (copies, array))
+
 
 register(Exercise(
     id="3.3",
-    title="How many copies of a partly sharded array the chips hold",
+    title="What replication costs: the bytes held beyond one copy",
     reference=_3_3_reference,
-    unit="",
-    integer=True,
+    unit="B",
     mistakes={
-        slip(_3_3.num_devices, _3_3.copies()):
-            "you counted one copy per device; the devices along Z hold one block each of the same copy, "
+        slip(_3_3_bytes() + sharding(_3_3["text"], _3_3["mesh"]).total_bytes(_3_3["shape"], dtype=_3_3["dtype"])
+             / sharding(_3_3["text"], _3_3["mesh"]).copies(), _3_3_bytes()):
+            "that is everything the chips hold; the question asks only for what they hold beyond one copy",
+        slip(_3_3_bytes(copies=sharding(_3_3["text"], _3_3["mesh"]).num_devices), _3_3_bytes()):
+            "you counted one copy per chip; the chips along Z hold one block each of the same copy, "
             "so count only the positions along the axes that do not split A",
+        slip(_3_3_bytes(copies=_3_3["mesh"]["Z"]), _3_3_bytes()):
+            "you counted copies along the axis that splits A; the copies come from the axes that split nothing",
     },
     book=("Q1",),
 ))
@@ -148,7 +173,7 @@ register(Exercise(
 # 3.4 -------------------------------------------------------------------------
 
 _V5E_8x4 = tpu_slice((8, 4), "tpu-v5e")          # neither axis spans the pod's 16 chips: no wraparound
-_3_4 = dict(expr="[E_Y, F] -> [E, F]", sizes={"E": 4096, "F": 4096})
+_3_4 = dict(expr="[E_Y, F] -> [E, F]", sizes={"E": 4096, "F": 6144})
 
 
 def _only_step(expr, sizes, topology):
@@ -166,18 +191,29 @@ def _3_4_bytes() -> float:
     return _only_step(_3_4["expr"], _3_4["sizes"], _V5E_8x4).nbytes
 
 
+def _one_way(nbytes: float, topology) -> float:
+    """`nbytes` over one ICI link, one way: a line's end chip receiving the whole array, its own shard included."""
+    return nbytes / topology.spec.ici_link_bytes_per_s_one_way
+
+
 register(Exercise(
     id="3.4",
     title="An AllGather along an axis without wraparound (TPU v5e 8x4)",
     reference=_3_4_reference,
     unit="s",
-    involves={"bandwidth"},
+    involves=frozenset(),
     mistakes={
         slip(allgather_time_s(_3_4_bytes(), tpu_pod("tpu-v5e"), axes="Y"), _3_4_reference().value):
-            "you used a ring's bidirectional bandwidth; an axis of a v5e slice wraps around only when it "
-            "spans the pod's full 16 chips, so here the shards reach the end chips over a single link, one way",
+            "you used a ring's formula and bidirectional bandwidth; an axis of a v5e slice wraps around only when "
+            "it spans the pod's full 16 chips, so here the shards reach the end chips over a single link, one way",
         slip(allgather_time_s(_3_4_bytes() / _V5E_8x4.mesh["Y"], _V5E_8x4, axes="Y"), _3_4_reference().value):
             "V is the whole gathered array [E, F], not the block one device starts with",
+        slip(_one_way(_3_4_bytes(), _V5E_8x4), _3_4_reference().value):
+            "the end chip already holds its own shard: its link brings it only the shards of the other chips",
+        slip(allgather_time_s(_3_4_bytes() * 2, _V5E_8x4, axes="Y"), _3_4_reference().value):
+            "the array is bf16: check the bytes per value",
+        slip(allgather_time_s(_3_4_bytes(), _V5E_8x4, axes="Y") / 2, _3_4_reference().value):
+            "the end chip of a line receives over one link, one way: a link's bandwidth in one direction",
     },
     book=("Pop quiz 2",),
 ))
@@ -201,13 +237,13 @@ register(Exercise(
     title="A small AllGather along an 8-chip line: latency-bound",
     reference=_3_5_reference,
     unit="s",
-    involves={"bandwidth"},
+    involves=frozenset(),
     mistakes={
         slip(allgather_time_s(_3_5_bytes(), _V5E_8x4, axes="X", latency_s=0), _3_5_reference().value):
             "that is the bandwidth term alone; for so few bytes the hops' latency, about 1 µs each, is "
             "what takes the time",
         slip(torus_max_hops((_V5E_8x4.mesh["X"],)) * ICI_HOP_LATENCY_S, _3_5_reference().value):
-            "you counted the hops round a ring (n/2); this axis has no wraparound, so a shard from one end "
+            "you counted the hops round a ring; this axis has no wraparound, so a shard from one end "
             "crosses every link of the line to reach the other end",
     },
     book=("Pop quiz 2",),
@@ -216,31 +252,31 @@ register(Exercise(
 
 # 3.6 -------------------------------------------------------------------------
 
-_V5P_4x4x8 = tpu_slice((4, 4, 8), "tpu-v5p")      # whole 4x4x4 cubes: every axis wraps around
-_3_6 = dict(expr="[B_Z] -> [B]", sizes={"B": 512})
+_V5P_4x4x12 = tpu_slice((4, 4, 12), "tpu-v5p")    # whole 4x4x4 cubes: every axis wraps around
+_3_6 = dict(expr="[B_Z] -> [B]", sizes={"B": 768})
 
 
 def _3_6_reference() -> Derivation:
-    return _only_step(_3_6["expr"], _3_6["sizes"], _V5P_4x4x8).derivation
+    return _only_step(_3_6["expr"], _3_6["sizes"], _V5P_4x4x12).derivation
 
 
 def _3_6_time(slice_: TpuSlice, latency_s=None) -> float:
-    V = _only_step(_3_6["expr"], _3_6["sizes"], _V5P_4x4x8).nbytes
+    V = _only_step(_3_6["expr"], _3_6["sizes"], _V5P_4x4x12).nbytes
     return allgather_time_s(V, slice_, axes="Z", latency_s=latency_s)
 
 
 register(Exercise(
     id="3.6",
-    title="A latency-bound AllGather on a TPU v5p 4x4x8",
+    title="A latency-bound AllGather on a TPU v5p 4x4x12",
     reference=_3_6_reference,
     unit="s",
-    involves={"bandwidth"},
+    involves=frozenset(),
     mistakes={
-        slip(_3_6_time(tpu_slice((4, 4, 8), "tpu-v5p", wraparound=False)), _3_6_time(_V5P_4x4x8)):
-            "you counted the hops along a line (n − 1); a v5p slice of whole 4x4x4 cubes wraps around "
-            "every axis, so shards travel both ways and the farthest is n/2 hops away",
-        slip(_3_6_time(_V5P_4x4x8, latency_s=0), _3_6_time(_V5P_4x4x8)):
-            "that is the bandwidth term alone; a few hundred bytes cross a link in far less than the "
+        slip(_3_6_time(tpu_slice((4, 4, 12), "tpu-v5p", wraparound=False)), _3_6_time(_V5P_4x4x12)):
+            "you counted the hops along a line; a v5p slice of whole 4x4x4 cubes wraps around "
+            "every axis, so shards travel both ways round the ring and the farthest is halfway round",
+        slip(_3_6_time(_V5P_4x4x12, latency_s=0), _3_6_time(_V5P_4x4x12)):
+            "that is the bandwidth term alone; a kilobyte or so crosses a link in far less than the "
             "microsecond each hop costs",
     },
     book=("Q3",),
@@ -250,7 +286,7 @@ register(Exercise(
 # 3.7 -------------------------------------------------------------------------
 
 _V4P_CUBE = tpu_slice((4, 4, 4), "tpu-v4p")      # a whole cube: wraparound on every axis
-_3_7 = dict(sizes={"B": 2048, "D": 8192},
+_3_7 = dict(sizes={"B": 3072, "D": 5120},
             exprs=("[B_X, D_Y] -> [B, D_Y]", "[B_X, D_Y] -> [B, D]", "[B_X, D_Y]{U_Z} -> [B_X, D_Y]"))
 
 
@@ -280,15 +316,18 @@ register(Exercise(
     title="Two AllGathers and an AllReduce on a TPU v4p 4x4x4",
     reference=_3_7_reference,
     unit="s",
-    involves={"bandwidth"},
+    involves=frozenset(),
     mistakes={
         _3_7_slip(0, allgather_time_s(_3_7_bytes(1), _V4P_CUBE, axes="X")):
-            "for the first, the devices of each Y position gather their own [B, D/Y] block: D stays split "
-            "over Y, so V is a quarter of the whole array",
+            "for the first, the devices of each Y position gather only their own block: D stays split "
+            "over Y, so V is not the whole array",
         _3_7_slip(1, allgather_time_s(_3_7_bytes(1), _V4P_CUBE, axes="X")):
-            "gathering over X and Y at once uses the links of both axes: twice the bandwidth of one",
+            "gathering over X and Y at once uses the links of both axes, not of one",
         _3_7_slip(2, reducescatter_time_s(_3_7_bytes(2), _V4P_CUBE, axes="Z")):
-            "an AllReduce is a ReduceScatter followed by an AllGather: twice the time of either",
+            "an AllReduce is a ReduceScatter followed by an AllGather: two passes over the data, not one",
+        slip(_3_7_times() * 2, _3_7_times()):
+            "every axis of the cube is a ring: shards go both ways round, so a chip receives over both "
+            "directions of its links (the bidirectional bandwidth)",
     },
     book=("Q2",),
 ))
@@ -297,7 +336,7 @@ register(Exercise(
 # 3.8 -------------------------------------------------------------------------
 
 _V5E_4x4 = tpu_slice((4, 4), "tpu-v5e")
-_3_8 = dict(expr="A[I_X, J] · B[J_X, K_Y] -> C[I_X, K_Y]", sizes={"I": 2048, "J": 8192, "K": 32768})
+_3_8 = dict(expr="A[I_X, J] · B[J_X, K_Y] -> C[I_X, K_Y]", sizes={"I": 2048, "J": 8192, "K": 28672})
 
 
 def _3_8_plan():
@@ -315,21 +354,29 @@ def _3_8_time(nbytes_factor: float = 1.0, topology=_V5E_4x4) -> float:
     return allgather_time_s(step.nbytes * nbytes_factor, topology, axes="X")
 
 
+def _3_8_whole_over_link() -> float:
+    (step,) = _3_8_plan().steps
+    return _one_way(step.nbytes, _V5E_4x4)
+
+
 register(Exercise(
     id="3.8",
     title="The collective of a training-style matmul on TPU v5e 4x4, and its time",
     reference=_3_8_reference,
     unit="s",
-    involves={"bandwidth"},
+    involves=frozenset(),
     mistakes={
         slip(_3_8_time(topology=tpu_pod("tpu-v5e")), _3_8_time()):
-            "you used a ring's bidirectional bandwidth; a 4x4 v5e slice has no wraparound links",
+            "you used a ring's formula and bidirectional bandwidth; a 4x4 v5e slice has no wraparound links",
         slip(_3_8_time(_V5E_4x4.mesh["Y"]), _3_8_time()):
-            "B[J_X, K_Y] keeps K split over Y: the devices of each Y position gather only their K/Y columns",
+            "B[J_X, K_Y] keeps K split over Y: the devices of each Y position gather only their own columns",
         slip(_3_8_time(1 / _V5E_4x4.mesh["X"]), _3_8_time()):
             "V is the gathered array, not the block one device starts with",
         slip(_3_8_time(bytes_per_value("int8") / bytes_per_value("bf16")), _3_8_time()):
-            "a factor of 2: a bf16 value takes 2 bytes",
+            "either the bytes per value (the matmul is bf16) or the bandwidth (the end chip of a line "
+            "receives over one link, one way) is off",
+        slip(_3_8_whole_over_link(), _3_8_time()):
+            "the end chip already holds its own block: its link brings it only the blocks of the other chips",
     },
     book=("Q6",),
 ))
@@ -337,24 +384,45 @@ register(Exercise(
 
 # 3.9 -------------------------------------------------------------------------
 
-_COLLECTIVES = ("none", "AllGather", "ReduceScatter", "AllReduce", "AllToAll")
-_3_9 = dict(expr="A[I, J_X] · B[J_X, K] -> C[I, K_X]", sizes={"I": 1024, "J": 4096, "K": 8192})
+_V5E_8x8 = tpu_slice((8, 8), "tpu-v5e")         # axes of 8 chips: lines, no wraparound
+_3_9 = dict(expr="A[I, J_X] · B[J_X, K] -> C[I, K_X]", sizes={"I": 6144, "J": 16384, "K": 6144})
 
 
-def _3_9_reference() -> str:
-    steps = plan_matmul(_3_9["expr"], _3_9["sizes"], {"X": 8}).steps
-    return " + ".join(s.kind for s in steps) or "none"
+def _3_9_step():
+    """The one collective plan_matmul picks for the partial sums (a ReduceScatter over X)."""
+    (step,) = plan_matmul(_3_9["expr"], _3_9["sizes"], _V5E_8x8).steps
+    return step
+
+
+def _3_9_reference() -> Derivation:
+    """Reference for 3.9: the cheapest collective from C[I, K]{U_X} to C[I, K_X], and its time."""
+    return _3_9_step().derivation
+
+
+def _3_9_time(kind="ReduceScatter", topology=_V5E_8x8) -> float:
+    V = _3_9_step().nbytes
+    return (2 if kind == "AllReduce" else 1) * reducescatter_time_s(V, topology, axes="X")
 
 
 register(Exercise(
     id="3.9",
-    title="Partial sums into a sharded result: which collective",
+    title="Partial sums into a sharded result: the collective and its time",
     reference=_3_9_reference,
-    kind="choice",
-    choices=_COLLECTIVES,
-    reason="Each device's local product is a partial sum over its slice of J, C[I, K]{U_X}; summing them and "
-           "keeping only your own K/X columns is a ReduceScatter, half the traffic of an AllReduce that would "
-           "leave every device the whole C.",
+    unit="s",
+    involves=frozenset(),
+    mistakes={
+        slip(_3_9_time("AllReduce"), _3_9_time()):
+            "either you chose an AllReduce, which leaves every device the whole C where the next layer needs "
+            "each device's own columns only, or the bytes per value are off (the arrays are bf16)",
+        slip(_3_9_time(topology=tpu_pod("tpu-v5e")), _3_9_time()):
+            "you used a ring's formula and bidirectional bandwidth; an 8-chip axis of a v5e slice is a line "
+            "without wraparound",
+        slip(_one_way(_3_9_step().nbytes, _V5E_8x8), _3_9_time()):
+            "each device keeps its own share of the partial sums: its link carries only the other devices' shares",
+        slip(_3_9_time() / 2, _3_9_time()):
+            "either the bytes per value (the arrays are bf16) or the bandwidth (the end chip of a line "
+            "exchanges over one link, one way) is off",
+    },
     book=("Q9",),
 ))
 
@@ -372,13 +440,13 @@ def _q4_strategies(sizes) -> tuple:
     return p, after
 
 
-_3_10 = {"B": 8192, "D": 2048, "F": 8192}
+_3_10 = {"B": 6144, "D": 2048, "F": 8192}
 
 
-def _3_10_times(comms_factor=(1.0, 1.0), add=False) -> np.ndarray:
+def _3_10_times(comms_factor=(1.0, 1.0), add=False, math_factor=1.0) -> np.ndarray:
     plans = _q4_strategies(_3_10)
     combine = (lambda a, b: a + b) if add else max
-    return np.array([combine(p.t_math_s, p.t_comms_s * c) for p, c in zip(plans, comms_factor)])
+    return np.array([combine(p.t_math_s * math_factor, p.t_comms_s * c) for p, c in zip(plans, comms_factor)])
 
 
 def _3_10_reference() -> Derivation:
@@ -393,13 +461,18 @@ register(Exercise(
     title="AllGather the weights first, or multiply and AllReduce after: both times",
     reference=_3_10_reference,
     unit="s",
-    involves={"bandwidth", "dtype", "flops"},
+    involves=frozenset(),
     mistakes={
         slip(_3_10_times(comms_factor=(1.0, 0.5)), _3_10_times()):
-            "the AllReduce after the local matmul makes two passes (a ReduceScatter, then an AllGather): "
-            "twice an AllGather of the same array",
+            "the AllReduce after the local matmul makes two passes (a ReduceScatter, then an AllGather), "
+            "not one",
         slip(_3_10_times(add=True), _3_10_times()):
             "you added T_math and T_comms; the question asks for the time with full overlap, their maximum",
+        slip(_3_10_times(math_factor=0.5), _3_10_times()):
+            "a multiply-add is two FLOPs, not one",
+        slip(_3_10_times(comms_factor=(2.0, 2.0)), _3_10_times()):
+            "X is a ring with wraparound: shards go both ways round, so a chip receives over both directions "
+            "of its links (the bidirectional bandwidth)",
     },
     book=("Q4",),
 ))
@@ -448,14 +521,14 @@ register(Exercise(
     title="The fastest way to a replicated result on a TPU v4p 4x4x4",
     reference=_3_12_reference,
     unit="s",
-    involves={"bandwidth", "dtype", "flops"},
+    involves=frozenset(),
     mistakes={
         slip(_3_12_times()[_3_12["options"][2]], min(_3_12_times().values())):
-            "sharding the contracting dimension J leaves partial sums of the whole C on every chip: an AllReduce, "
-            "twice the AllGather of a C sharded over I or K",
+            "sharding the contracting dimension J leaves partial sums of the whole C on every chip, and summing "
+            "them everywhere is the dearest way to a replicated C",
         slip(_3_12_times()[_3_12["options"][3]], min(_3_12_times().values())):
-            "with nothing sharded every chip does the whole matmul; sharding I (or K) over all 64 chips "
-            "divides the FLOPs by 64 for the price of one AllGather of C",
+            "with nothing sharded every chip does the whole matmul; at this size splitting the work costs a "
+            "collective that takes less time than the arithmetic it saves",
     },
     book=("Q5",),
 ))
@@ -485,8 +558,20 @@ def _3_13_wrong(kind_after="ReduceScatter", axes="XY") -> float:
     first, second = _3_13_plans()
     gather, scatter = first.steps[0], second.steps[0]
     t = allgather_time_s(gather.nbytes, _V5E_2x2, axes=axes)
+    if kind_after is None:
+        return t
     after = reducescatter_time_s(scatter.nbytes, _V5E_2x2, axes=axes)
     return t + (2 * after if kind_after == "AllReduce" else after)
+
+
+def _3_13_whole_over_links() -> float:
+    """Both collectives moving all of V into a chip over the links of X and Y (its own share counted too)."""
+    links = _V5E_2x2.axis_bytes_per_s("X") + _V5E_2x2.axis_bytes_per_s("Y")
+    return sum(s.nbytes for p in _3_13_plans() for s in p.steps) / links
+
+
+# On a 2x2 the two slips of the second hint give the same time: one text names both.
+assert abs(_3_13_whole_over_links() / _3_13_wrong(axes="X") - 1) < 1e-9
 
 
 register(Exercise(
@@ -494,14 +579,20 @@ register(Exercise(
     title="Communication of a tensor-parallel MLP on a TPU v5e 2x2",
     reference=_3_13_reference,
     unit="s",
-    involves={"bandwidth"},
+    involves=frozenset(),
     mistakes={
         slip(_3_13_wrong(kind_after="AllReduce"), _3_13_wrong()):
             "Out is to be split like In, [B, D_XY], so its partial sums need only a ReduceScatter, "
-            "half the time of an AllReduce",
+            "not an AllReduce",
         slip(_3_13_wrong(axes="X"), _3_13_wrong()):
-            "both collectives run over X and Y together, so they have the links of both axes, "
-            "twice the bandwidth of one",
+            "either the collectives ran over one axis (they run over X and Y together, with the links of both), "
+            "or you moved all of V over a chip's links (each chip already holds its own share of V)",
+        slip(_3_13_wrong(kind_after=None), _3_13_wrong()):
+            "either a collective is missing (the second matmul contracts F, which both operands split, and "
+            "leaves partial sums of Out to combine) or the bandwidth is off (a 2x2 slice has no wraparound: "
+            "a chip receives over each link one way)",
+        slip(_3_13_wrong() * 2, _3_13_wrong()):
+            "the activations are bf16: check the bytes per value",
     },
     book=("Q7",),
 ))
@@ -509,7 +600,7 @@ register(Exercise(
 
 # 3.14 ------------------------------------------------------------------------
 
-_3_14 = dict(sizes={"N": 4096, "M": 16384, "K": 4096}, mesh={"X": 8},
+_3_14 = dict(sizes={"N": 2048, "M": 28672, "K": 6144}, mesh={"X": 16},
              gather="A[N, M_X] · B[M, K] -> C[N, K]", scatter="A[N, M_X] · B[M_X, K] -> C[N_X, K]")
 
 
@@ -521,8 +612,13 @@ def _3_14_bytes(collective: str) -> float:
     return plan_matmul(f"A[N, M_X] · B[M_X, K] -> {target}", _3_14["sizes"], _3_14["mesh"]).moved_bytes
 
 
+def _3_14_values(scatter="reducescatter", share=1.0) -> np.ndarray:
+    """[gather, reduce after] bytes sent per device; `share` scales both (a slip in the fraction sent)."""
+    return np.array([_3_14_bytes("gather"), _3_14_bytes(scatter)]) * share
+
+
 def _3_14_reference() -> Derivation:
-    """Reference for 3.14: what each device sends in the one collective of each plan, and their ratio."""
+    """Reference for 3.14: what each device sends in the one collective of each plan."""
     parts = []
     for key, symbol, array in (("gather", "S_gather", "A"), ("scatter", "S_scatter", "C")):
         (step,) = plan_matmul(_3_14[key], _3_14["sizes"], _3_14["mesh"]).steps
@@ -530,21 +626,25 @@ def _3_14_reference() -> Derivation:
         parts.append(Derivation(symbol, f"V_{array} · (X − 1)/X", f"{q(step.nbytes, 'B')} · {n - 1}/{n}",
                                 step.moved_bytes, "B", where=(f"V_{array}: the bytes of {step.before}; X: the devices "
                                                               f"along X ({step.kind})",)))
-    gather, scatter = parts
-    return Derivation("ratio", "S_gather / S_scatter", f"{q(gather.value, 'B')} / {q(scatter.value, 'B')}",
-                      gather.value / scatter.value, "", (gather, scatter))
+    return _listed("[bytes sent: gather first, reduce after]", parts, "B")
 
+
+_X_3_14 = _3_14["mesh"]["X"]
 
 register(Exercise(
     id="3.14",
-    title="Gather first or reduce-scatter after: the ratio of bytes sent",
+    title="Gather first or reduce-scatter after: the bytes each device sends",
     reference=_3_14_reference,
-    unit="",
+    unit="B",
     mistakes={
-        slip(_3_14_bytes("gather") / _3_14_bytes("allreduce"), _3_14_bytes("gather") / _3_14_bytes("reducescatter")):
-            "you compared with an AllReduce of C; with a sharded result a ReduceScatter does, half the bytes",
-        slip(_3_14_bytes("reducescatter") / _3_14_bytes("gather"), _3_14_bytes("gather") / _3_14_bytes("reducescatter")):
-            "you divided the other way round: the question asks how many times more the AllGather sends",
+        slip(_3_14_values("allreduce"), _3_14_values()):
+            "you reduced into a replicated C with an AllReduce; the result may stay sharded over N, which a "
+            "ReduceScatter gives for less",
+        slip(_3_14_values(share=_X_3_14 / (_X_3_14 - 1)), _3_14_values()):
+            "a device never sends the share of the array it keeps (or already holds)",
+        slip(_3_14_values(share=1 / (_X_3_14 - 1)), _3_14_values()):
+            "that is one device's own block; over the whole collective it sends the blocks of every other "
+            "device's share too",
     },
     book=("Q9",),
 ))
@@ -552,12 +652,12 @@ register(Exercise(
 
 # 3.15 and 3.16 ---------------------------------------------------------------
 
-_Q10 = dict(N=2048, D=16, dtype="bf16")
+_Q10 = dict(N=3072, dtype="bf16", one_way_ring=12, bidirectional_ring=8)
 _Q10_BYTES = _Q10["N"] ** 2 * bytes_per_value(_Q10["dtype"])
 
 
 def _q10(bidirectional: bool, alltoall_as_gather=False, halve_both=False) -> np.ndarray:
-    V, D = _Q10_BYTES, _Q10["D"]
+    V, D = _Q10_BYTES, _Q10["bidirectional_ring" if bidirectional else "one_way_ring"]
     gather = ring_link_bytes(V, D, collective="allgather", bidirectional=bidirectional)
     if alltoall_as_gather:
         return np.array([gather, gather])
@@ -568,9 +668,15 @@ def _q10(bidirectional: bool, alltoall_as_gather=False, halve_both=False) -> np.
 
 
 def _q10_reference(bidirectional: bool) -> Derivation:
-    parts = tuple(explain(ring_link_bytes, _Q10_BYTES, _Q10["D"], collective=c, bidirectional=bidirectional)
+    D = _Q10["bidirectional_ring" if bidirectional else "one_way_ring"]
+    parts = tuple(explain(ring_link_bytes, _Q10_BYTES, D, collective=c, bidirectional=bidirectional)
                   for c in ("allgather", "alltoall"))
     return _listed("[AllGather, AllToAll]", parts, "B")
+
+
+def _q10_one_way_on(D: int) -> np.ndarray:
+    """The one-way loads on a ring of `D` devices (the bidirectional question's ring, one way)."""
+    return np.array([ring_link_bytes(_Q10_BYTES, D, collective=c, bidirectional=False) for c in ("allgather", "alltoall")])
 
 
 register(Exercise(
@@ -582,9 +688,9 @@ register(Exercise(
         slip(_q10(False, alltoall_as_gather=True), _q10(False)):
             "in an AllToAll each block goes only as far as its own destination, not round the whole ring "
             "as a gathered shard does",
-        slip(_q10(False) * _Q10["D"] / (_Q10["D"] - 1), _q10(False)):
-            "no shard or block crosses all D links: a shard stops after D − 1, the device it came from "
-            "already has it",
+        slip(_q10(False) * _Q10["one_way_ring"] / (_Q10["one_way_ring"] - 1), _q10(False)):
+            "no shard or block crosses every link of the ring: a shard stops one device short of where it "
+            "started, since the device it came from already has it",
     },
     book=("Q10",),
 ))
@@ -595,11 +701,11 @@ register(Exercise(
     reference=lambda: _q10_reference(True),
     unit="B",
     mistakes={
-        slip(_q10(False), _q10(True)):
+        slip(_q10_one_way_on(_Q10["bidirectional_ring"]), _q10(True)):
             "those are the one-way loads; with links in both directions each link carries less",
         slip(_q10(True, halve_both=True), _q10(True)):
-            "for the AllToAll, going the shorter way round does more than split the traffic in two: "
-            "no block travels more than D/2 links",
+            "for the AllToAll, going the shorter way round does more than split the traffic between the two "
+            "directions: no block travels more than halfway round",
     },
     book=("Q10",),
 ))
@@ -608,41 +714,63 @@ register(Exercise(
 # 3.17 ------------------------------------------------------------------------
 
 _V6E_POD = tpu_pod("tpu-v6e")
+_3_17_AXES = "XY"
+
+
+def _3_17_value(latency_axes=_3_17_AXES, bandwidth_axes=_3_17_AXES, chips=None) -> float:
+    """Shard size per chip where the hops' time equals the bytes' time, with a slip in one of the terms."""
+    latency = allgather_time_s(0.0, _V6E_POD, axes=latency_axes)
+    W = sum(_V6E_POD.axis_bytes_per_s(a) for a in bandwidth_axes)
+    n = chips if chips is not None else int(np.prod([_V6E_POD.mesh[a] for a in _3_17_AXES]))
+    return latency * W / n
 
 
 def _3_17_reference() -> Derivation:
-    """Reference for 3.17: where the hops' latency and the bytes' time meet, per chip (latency_bound_bytes)."""
-    n, W = _V6E_POD.mesh["X"], _V6E_POD.axis_bytes_per_s("X")
-    latency = allgather_time_s(0.0, _V6E_POD, axes="X")
-    value = latency_bound_bytes(_V6E_POD, axes="X", per="shard")
-    return Derivation("V*_shard", "T_latency · W / n", f"{q(latency, 's')} · {q(W, 'B/s')} / {n}", value, "B",
-                      where=("T_latency: the AllGather's hops, n/2 round a ring of n chips at about 1 µs each; "
-                             "W: a chip's bidirectional bandwidth along the ring (the gather takes V / W); "
-                             "n: chips along the axis",))
+    """Reference for 3.17: where the hops' latency and the bytes' time meet, per chip, over both axes."""
+    n = int(np.prod([_V6E_POD.mesh[a] for a in _3_17_AXES]))
+    W = sum(_V6E_POD.axis_bytes_per_s(a) for a in _3_17_AXES)
+    latency = allgather_time_s(0.0, _V6E_POD, axes=_3_17_AXES)
+    value = latency_bound_bytes(_V6E_POD, axes=_3_17_AXES, per="shard")
+    assert abs(value / _3_17_value() - 1) < 1e-9
+    return Derivation("V*_shard", "T_latency · ΣW / n", f"{q(latency, 's')} · {q(W, 'B/s')} / {n}", value, "B",
+                      where=("T_latency: the AllGather's hops, halfway round each ring of the pod in turn, at about "
+                             "1 µs each; W: a chip's bidirectional bandwidth along one axis, ΣW along both axes "
+                             "together (the gather takes V / ΣW); n: the chips of the pod",))
+
 
 register(Exercise(
     id="3.17",
-    title="Where an AllGather on a TPU v6e ring stops being latency-bound",
+    title="Where an AllGather over a whole TPU v6e pod stops being latency-bound",
     reference=_3_17_reference,
     unit="B",
-    involves={"bandwidth"},
+    involves=frozenset(),
     mistakes={
-        slip(latency_bound_bytes(_V6E_POD, axes="X"), latency_bound_bytes(_V6E_POD, axes="X", per="shard")):
-            "that is the whole gathered array; the question asks for each device's shard of it",
+        slip(_3_17_value(latency_axes="X", bandwidth_axes="X", chips=_V6E_POD.mesh["X"]), _3_17_value()):
+            "that is the crossover of a gather along one axis; this one runs over X and Y together",
+        slip(_3_17_value(latency_axes="X"), _3_17_value()):
+            "one of the two terms is short: over both axes the hops of both rings add up, the bandwidths of "
+            "both axes add up, and each link carries data both ways",
+        slip(_3_17_value(latency_axes="X", bandwidth_axes="X"), _3_17_value()):
+            "over both axes the hops of both rings add up, and so do the bandwidths of both axes",
+        slip(_3_17_value(chips=1), _3_17_value()):
+            "that is the whole gathered array; the question asks for each chip's shard of it",
+        slip(_3_17_value(chips=_V6E_POD.mesh["X"]), _3_17_value()):
+            "each chip's shard is the array over every chip of the pod, not over one axis",
     },
 ))
 
 
 # 3.18 ------------------------------------------------------------------------
 
-_3_18 = ("A[I_XY, J]", "A[I_Y, J_X]", "A[I_X, J_X]", "A[I, J]{U_X}")
+_3_18 = ("A[I_XY, J_Z]", "A[I_Z, J]{U_XY}", "A[I_XY, J_Y]", "A[I, J_XZ]{U_Y}")
+_3_18_MESH = {"X": 4, "Y": 2, "Z": 2}
 
 
 def _3_18_reference() -> str:
     refused = []
     for text in _3_18:
         try:
-            sharding(text, {"X": 4, "Y": 2})
+            sharding(text, _3_18_MESH)
         except InvalidValueError:
             refused.append(text)
     (bad,) = refused
@@ -655,8 +783,9 @@ register(Exercise(
     reference=_3_18_reference,
     kind="choice",
     choices=_3_18,
-    reason="A mesh axis splits at most one dimension of an array: in A[I_X, J_X] the devices along X would each "
-           "need a different block of I and of J at once, which no layout gives.",
+    reason="A mesh axis splits at most one dimension of an array (or holds its partial sums): in A[I_XY, J_Y] "
+           "the devices along Y would each need a different block of I and of J at once, which no layout gives. "
+           "Partial sums over axes that split nothing, as in A[I_Z, J]{U_XY}, are allowed.",
 ))
 
 
@@ -675,10 +804,18 @@ register(Exercise(
     reference=lambda: _v5e_allgather_time,
     unit="s",
     kind="function",
+    involves=frozenset(),
     mistakes={
         slip(_v5e_allgather_time(1e8, 16, True) * 2, _v5e_allgather_time(1e8, 16, True)):
-            "a factor of 2: round a ring with wraparound the shards go both ways, so a chip receives over "
-            "both directions of its links: the bidirectional bandwidth",
+            "round a ring with wraparound, either the bandwidth is off (shards go both ways, so a chip receives "
+            "over both directions of its links) or the hops are (the farthest shard is only halfway round)",
+        slip(_one_way(1e8, tpu_slice((4, 1), "tpu-v5e")), _v5e_allgather_time(1e8, 4, False)):
+            "along a line the end chip already holds its own shard: its link brings it only the others'",
+        slip(allgather_time_s(1e8, tpu_pod("tpu-v5e"), axes="X"), _v5e_allgather_time(1e8, 4, False)):
+            "without wraparound the axis is a line, not a ring: the end chip receives over one link, one way",
+        slip(_v5e_allgather_time(1e8, 4, False) / 2, _v5e_allgather_time(1e8, 4, False)):
+            "the bandwidth is off: the end chip of a line receives over one link, one way, while a chip of a "
+            "ring receives over both directions of its links",
     },
     cases=(
         dict(V=1e8, n=16, wraparound=True),
