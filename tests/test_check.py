@@ -73,7 +73,7 @@ def test_factor_8_message_in_full():
     v = sl.verdict("99.1", 8000)
     assert v.message == (
         "❌ Exercise 99.1: not quite — your answer 8 kB is several times too large.\n"
-        "   Likely cause: a factor of 8: bits versus bytes (1 byte = 8 bits)."
+        "   Likely cause: a factor of 8: bits versus bytes (a byte is 8 bits)."
     )
     assert v.rel_error == 7.0
 

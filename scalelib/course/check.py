@@ -120,17 +120,17 @@ def _si_slips() -> list[Slip]:
 #: it, or about how the answer is written, named only in the units where it can happen.
 COMMON_SLIPS: tuple[Slip, ...] = (
     Slip(2.0, "a factor of 2: a multiply-add is 2 FLOPs (a [B, D] x [D, F] matmul does 2·B·D·F)", about="flops"),
-    Slip(2.0, "a factor of 2: check the bytes per value (a bf16 value takes 2 bytes, an int8 value 1), or the peak "
-              "FLOP/s at the question's precision", about="dtype"),
+    Slip(2.0, "a factor of 2: check the bytes per value at the question's precision, or the peak FLOP/s at that "
+              "precision", about="dtype"),
     Slip(2.0, "a factor of 2: a bandwidth is quoted one way or bidirectional; check which one applies",
          about="bandwidth"),
-    Slip(8.0, "a factor of 8: bits versus bytes (1 byte = 8 bits)", BYTE_UNITS),
-    Slip(100.0, "a factor of 100: a percentage versus a fraction (50% is 0.5)", "fraction"),
+    Slip(8.0, "a factor of 8: bits versus bytes (a byte is 8 bits)", BYTE_UNITS),
+    Slip(100.0, "a factor of 100: a percentage versus a fraction", "fraction"),
     *_si_slips(),
     Slip(1024.0, "a factor of 1024: units, KiB versus B", BYTE_UNITS),
     Slip(1024.0**2, "a factor of 1024²: units, MiB versus B", BYTE_UNITS),
     Slip(1024.0**3, "a factor of 1024³: units, GiB versus B", BYTE_UNITS),
-    Slip(1.024, "binary versus decimal prefixes (KiB = 1024 B, kB = 1000 B)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
+    Slip(1.024, "binary versus decimal prefixes (KiB versus kB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
     Slip(1.024**2, "binary versus decimal prefixes (MiB versus MB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
     Slip(1.024**3, "binary versus decimal prefixes (GiB versus GB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
     Slip(1.024**4, "binary versus decimal prefixes (TiB versus TB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
@@ -563,16 +563,17 @@ def _same(a: float, b: float) -> bool:
     return abs(a / b - 1) <= SAME_VALUE
 
 
-def _reproduces(key: tuple, ratios, exercise: Exercise) -> bool:
+def _reproduces(key: tuple, ratios, exercise: Exercise, reference=None) -> bool:
     """True when the list slip `key` (one ratio per value) gives every value of the answer (`ratios`)."""
     if ratios is None or len(ratios) != len(key):
         return True
     tolerance = _slip_tolerance(exercise)
-    for k, r in zip(key, ratios):
+    for j, (k, r) in enumerate(zip(key, ratios)):
         if abs(k - 1) <= tolerance:  # a value the slip leaves alone must be right
-            if not abs(r - 1) <= exercise.rtol * (1 + 1e-9) + 1e-15:
+            if not abs(r - 1) <= (0 if exercise.integer else exercise.rtol) * (1 + 1e-9) + 1e-12:
                 return False
-        elif not (r > 0 and math.isfinite(r) and _matches(r, k, tolerance)):
+        elif not (r > 0 and math.isfinite(r) and (_matches(r, k, tolerance) or (
+                exercise.integer and reference is not None and _rounds_to(r, k, reference, j)))):
             return False
     return True
 
@@ -604,7 +605,8 @@ def _slip_causes(ratio: float, exercise: Exercise, reference, index: int | None 
     found: list[tuple[float, str, bool]] = []  # (value as a ratio, text, registered)
     whole: list[bool] = []  # per registered slip found: it gives every value of the answer
     for key, why in exercise.mistakes.items():
-        full = key
+        per_value = isinstance(key, tuple)  # a list slip: one ratio per value
+        full = key if per_value or ratios is None or len(ratios) < 2 else (key,) * len(ratios)
         if isinstance(key, tuple):
             if index is None or index >= len(key):
                 continue
@@ -612,8 +614,11 @@ def _slip_causes(ratio: float, exercise: Exercise, reference, index: int | None 
         if abs(key - 1) <= tolerance:  # this slip leaves this value alone
             continue
         if _matches(ratio, key, tolerance) or (exercise.integer and _rounds_to(ratio, key, reference, index)):
+            gives_all = not isinstance(full, tuple) or _reproduces(full, ratios, exercise, reference)
+            if not gives_all and not per_value:
+                continue  # a slip of every value that does not give every value of the answer
             found.append((float(key), why, True))
-            whole.append(not isinstance(full, tuple) or _reproduces(full, ratios, exercise))
+            whole.append(gives_all)
     if any(whole) and not all(whole):  # a list slip that gives the whole answer beats one that gives this value only
         found = [f for f, w in zip(found, whole) if w]
     for slip in generic_slips(exercise, reference):

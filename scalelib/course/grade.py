@@ -390,8 +390,13 @@ def _plain(value):
     return value.value if isinstance(value, Derivation) else value
 
 
+#: The place of every value of a dict argument together (see :func:`_ranges`).
+_ANY_KEY = ("any key",)
+
+
 def _ranges(cases) -> dict[tuple, tuple]:
-    """(argument, position in a tuple, ...) -> (lowest, highest) of the numbers the registered `cases` give it."""
+    """(argument, position in a tuple or key of a dict, ...) -> (lowest, highest) of the numbers the registered
+    `cases` give it; a dict's numbers are also pooled under (argument, ..., :data:`_ANY_KEY`), by type."""
     ranges: dict[tuple, list] = {}
 
     def walk(path, value):
@@ -402,6 +407,11 @@ def _ranges(cases) -> dict[tuple, tuple]:
         elif isinstance(value, (tuple, list)):
             for i, item in enumerate(value):
                 walk(path + (i,), item)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(path + (key,), item)
+                if isinstance(item, (int, float)) and not isinstance(item, bool):
+                    ranges.setdefault(path + _ANY_KEY + (type(item).__name__,), []).append(item)
 
     for case in cases:
         for key, value in case.items():
@@ -424,6 +434,16 @@ def _draw(value, path: tuple, ranges: dict, rng: random.Random):
         return min(max(round(x), low), high) if isinstance(value, int) else x
     if isinstance(value, (tuple, list)):
         return type(value)(_draw(v, path + (i,), ranges, rng) for i, v in enumerate(value))
+    if isinstance(value, dict):  # each number within its key's range, or, where the cases fix it, the dict's
+        drawn = {}
+        for key, v in value.items():
+            place = path + (key,)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                low, high = ranges[place + (type(v).__name__,)]
+                if low == high:
+                    place = path + _ANY_KEY
+            drawn[key] = _draw(v, place, ranges, rng)
+        return drawn
     return value
 
 
@@ -441,7 +461,9 @@ def grading_cases(exercise_id: str, seed: int) -> tuple[dict, ...]:
     A drawn case takes a registered case's shape and types, and draws each of its
     numbers at random (log-uniformly) within the range the registered cases give
     that argument, so that it stays inside what the exercise asks for (an int stays
-    an int, a tuple a tuple); it is kept only where the reference accepts it.
+    an int, a tuple a tuple, a dict keeps its keys: each value is drawn within the
+    range of its key, or of all the dict's values where the cases give its key one
+    value only); it is kept only where the reference accepts it.
     A jax exercise's drawn case keeps a registered case's mesh and arrays, with a
     new seed and each size kept or doubled. The same seed draws the same cases.
     """
