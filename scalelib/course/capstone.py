@@ -55,6 +55,10 @@ MFU = 0.4
 SERVE_SLICE_SEQUENCES = 64
 #: Tokens per training step (batch), for the sharding part.
 BATCH_TOKENS = 4 * 2**20
+#: Tokens each request generates; its prompt fills the rest of the brief's context (see ``prompt_tokens``).
+OUTPUT_TOKENS = 1024
+#: The serving chip a brief weighs against its own (GPU against TPU at the same prices).
+OTHER_SERVE_CHIP = {"tpu-v5e": "h100", "h100": "tpu-v5e"}
 
 _CHOICES = (MODELS, TOKENS_PER_PARAM, SEQ_LENS, DEADLINE_DAYS, CLOUDS, BUDGET_FACTORS, SERVE_CHIPS,
             WEIGHT_DTYPES, CONTEXTS, LATENCIES_S, DAILY_OUTPUT_TOKENS)
@@ -94,6 +98,27 @@ class CapstoneBrief:
     daily_output_tokens: float
 
     @property
+    def other_serve_chip(self) -> str:
+        """The serving chip the brief weighs against its own: an H100 for a TPU v5e brief, and back."""
+        return OTHER_SERVE_CHIP[self.serve_chip]
+
+    @property
+    def other_serve_chips(self) -> int:
+        """The other serving chip's slice: the smallest that holds the weights and the same caches as the brief's."""
+        return int(min_chips(_model(self.model), self.other_serve_chip, weight_dtype=self.weight_dtype,
+                             kv_dtype=self.kv_dtype, batch=SERVE_SLICE_SEQUENCES, context=self.context))
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens each request generates."""
+        return OUTPUT_TOKENS
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Tokens of each request's prompt: the context less the tokens it generates."""
+        return self.context - OUTPUT_TOKENS
+
+    @property
     def chips_available(self) -> dict[str, int]:
         """Chip name -> how many the brief's cloud lends for training."""
         return dict(self.available)
@@ -111,11 +136,14 @@ class CapstoneBrief:
             ("Budget for training", f"USD {self.budget_usd:,.0f}"),
             ("Utilisation to plan with (MFU)", f"{self.mfu:.0%}"),
             ("Batch", f"{self.batch_tokens:,.0f} tokens per step"),
-            ("Serving slice", f"{self.serve_chips} {self.serve_chip}"),
+            ("Serving slice", f"{self.serve_chips} {self.serve_chip} (USD {usd_per_chip_hour(self.serve_chip):.2f}/chip-hour)"),
             ("Serving precision", f"weights {self.weight_dtype}, KV cache {self.kv_dtype}"),
             ("Tokens cached per sequence", f"{self.context:,}"),
             ("Latency target", f"{fmt(self.latency_s, 's')} per output token (one generate step)"),
+            ("Requests", f"prompts of {self.prompt_tokens:,} tokens, each generating {self.output_tokens:,} tokens"),
             ("Load", f"{fmt(self.daily_output_tokens, 'tokens')} generated per day"),
+            ("Serving slice to weigh against", f"{self.other_serve_chips} {self.other_serve_chip} "
+                                               f"(USD {usd_per_chip_hour(self.other_serve_chip):.2f}/chip-hour)"),
         ]
 
     def _repr_markdown_(self) -> str:

@@ -2,41 +2,61 @@
 
 Every reference is computed by scalelib from the learner's brief (:mod:`scalelib.course.capstone`):
 the brief made last in the learner's kernel, or, in the grader, the brief of the name the notebook
-used. Nothing here is a number of its own but the brief's assumptions stated in the questions (bf16
-parameters and gradients with Adam's moments in f32). The book's chapter 11 is a reading list and
-asks no questions, so no exercise names a book item.
+used. Nothing here is a number of its own but the rules the questions state (the slice sizes a chip
+is offered in, one prompt per prefill pass at the brief's utilisation).
+
+The chapter works the sample brief; the exercises ask for the decisions it leaves to the learner, and
+none of them is a figure the chapter's cells compute for a brief (tests/test_capstone.py re-runs the
+chapter with other learners' briefs to hold that): which training chip meets the deadline for the
+least money, the chips it needs, the smallest slice whose best plan (chapter 5's plan search) meets the
+deadline, the tokens the budget buys, the other serving chip's slice, batch and cost (GPU against
+TPU at the brief's prices), and the prefill and generate pools of disaggregated serving. The book's
+chapter 11 is a reading list and asks no questions, so no exercise names a book item.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ..capstone import cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
 from ..check import Exercise, register
-from ._tools import after, slip
-from .ch08 import _all as _defined
+from ._tools import slip
 from ..._derivation import Derivation, explain, q
-from ..._inference import max_batch_size, max_batch_within_latency, tokens_per_s_per_chip
-from ..._serving import cost_per_million_tokens, usd_per_chip_hour
+from ..._errors import ScalelibError
+from ..._inference import generate_step_time_s, max_batch_size, max_batch_within_latency, prefill_time_s
+from ..._models import model as _model
+from ..._serving import SLICES_2D, cost_per_million_tokens, usd_per_chip_hour
 from ..._specs import chip
-from ..._transformer import params, train_flops, training_state_bytes
+from ..._topology import gpu_cluster, tpu_slice
+from ..._plan_search import search_plans
+from ..._transformer import params, train_flops
 
 
 class _PerBrief(Mapping):
     """Mistakes whose ratios follow the current brief: ``{ratio: text}`` computed when read.
 
-    A slip that makes no difference in this brief (its ratio within twice the tolerance of 1), or that
-    this brief cannot tell from an earlier one, is left out.
+    A slip that makes no difference in this brief (its ratio, or every ratio of a list slip, within
+    twice the tolerance of 1), or that this brief cannot tell from an earlier one, is left out.
     """
 
     def __init__(self, make, rtol):
         self._make, self._apart = make, 2 * max(rtol, 0.005) * 1.01
 
+    @staticmethod
+    def _dist(a, b) -> float:
+        a = a if isinstance(a, tuple) else (a,)
+        b = b if isinstance(b, tuple) else (b,) * len(a)
+        return max(abs(x / y - 1) for x, y in zip(a, b))
+
     def _now(self) -> dict:
         kept: dict = {}
         for ratio, text in self._make().items():
-            if abs(ratio - 1) > self._apart and all(abs(ratio / k - 1) > self._apart for k in kept):
+            if self._dist(ratio, 1.0) <= self._apart:
+                continue
+            if all(type(k) is not type(ratio) or self._dist(ratio, k) > self._apart for k in kept):
                 kept[ratio] = text
         return kept
 
@@ -50,23 +70,31 @@ class _PerBrief(Mapping):
         return len(self._now())
 
 
-#: What the symbols of this chapter's derivations stand for, where a step leaves one undefined.
-MEANINGS = {"B": "sequences in the batch", "S": "tokens cached per sequence", "kv": "KV bytes per token",
-            "P": "the model's parameters", "w": "bytes per weight", "W": "a chip's HBM bandwidth",
-            "C": "the chip's bf16 peak", "P_active": "parameters a token uses", "D": "training tokens"}
+#: How the model's own derivations are shown: one line each, with the chapter that derives them, so that
+#: no letter of the model (L layers, N heads, T sequence length) meets the same letter in another meaning.
+_COLLAPSED = {"P_bytes (": ("P_bytes", "the weights in bytes, parameters times bytes per weight (chapter 4)", "B"),
+              "params(": ("P", "parameters of the model (chapter 4)", "params"),
+              "KV cache(": ("kv", "cache bytes per token (chapter 4)", "B"),
+              "FLOPs_fwd(": ("F_attention", "forward FLOPs of causal attention (chapter 4)", "FLOP"),
+              "FLOPs_train(": ("F", "training FLOPs of the run, attention included (chapter 4)", "FLOP")}
 
 
-def _all(d: Derivation) -> Derivation:
-    """`d` with the model's letters and every other symbol of :data:`MEANINGS` it uses defined."""
-    return _defined(d, MEANINGS)
+def _short(d: Derivation) -> Derivation:
+    """`d` with each model derivation inside it collapsed to its result and a pointer to its chapter."""
+    for prefix, (symbol, text, unit) in _COLLAPSED.items():
+        if d.symbol.startswith(prefix):
+            return Derivation(symbol, text, text, d.value, unit)
+    steps = tuple(_short(s) for s in d.steps)
+    return replace(d, steps=steps)
 
 
-def _flops(b=None, *, causal=True, attention=True) -> Derivation:
+def _flops(b=None, *, attention=True) -> Derivation:
     b = b or sample()
     if not attention:
         n = params(b.model)
-        return Derivation("F", "6·P·D", f"6·{q(n)}·{q(b.train_tokens)}", 6 * n * b.train_tokens, "FLOP")
-    return explain(train_flops, b.model, seq_len=b.seq_len, tokens=b.train_tokens, causal=causal)
+        return Derivation("F", "6·P·D", f"6·{q(n)}·{q(b.train_tokens)}", 6 * n * b.train_tokens, "FLOP",
+                          where=("P: the model's parameters; D: the training tokens",))
+    return _short(explain(train_flops, b.model, seq_len=b.seq_len, tokens=b.train_tokens, causal=True))
 
 
 def _chosen(b=None) -> str:
@@ -74,235 +102,331 @@ def _chosen(b=None) -> str:
     return cheapest_chip(training_flops(b.model, b.train_tokens, b.seq_len), b.available, b.deadline_days, b.mfu)
 
 
-def _where(b, name) -> str:
-    return (f"F: the training FLOPs; C: a {name}'s bf16 peak; MFU: {b.mfu:.0%}, the utilisation the brief "
-            f"plans with")
-
-
 # 11.1 ----------------------------------------------------------------------
 
 register(Exercise(
     id="11.1",
-    title="FLOPs to train your brief's model",
-    reference=lambda: _all(_flops()),
-    unit="FLOP",
-    rtol=0.02,
-    mistakes=_PerBrief(lambda: {
-        slip(_flops(attention=False), _flops()): "6·P·D counts the parameters' matmuls only; at this sequence "
-                                                  "length attention adds FLOPs of its own (chapter 4)",
-        slip(_flops(causal=False), _flops()): "with causal attention each token attends only to the tokens before "
-                                               "it: about half the attention FLOPs of full attention",
-        slip(_flops().value / 3, _flops()): "that is one forward pass; training adds the backward pass, twice as "
-                                            "much again",
-    }, 0.02),
-    per_learner=True,
-))
-
-
-# 11.2, 11.3 -----------------------------------------------------------------
-
-register(Exercise(
-    id="11.2",
     title="The cheapest chip that meets the deadline",
     reference=lambda: _chosen(),
     kind="choice",
     choices=("tpu-v5e", "tpu-v5p", "h100", "b200"),
-    reason=("A run's cost is its chip-hours times the price, and its chip-hours are FLOPs / (C·MFU): so the "
-            "cheapest chip is the one with the most FLOP/s per dollar, among those the cloud lends enough of "
-            "to finish in time."),
+    reason=("A run's cost is its chip-hours times the price, and its chip-hours are FLOPs / (C·MFU) whatever "
+            "the count: so the cheapest chip is the one with the most FLOP/s per dollar, among those the "
+            "cloud lends enough of to finish in time."),
     per_learner=True,
 ))
 
 
-def _chips(b=None, *, mfu=None) -> Derivation:
+# 11.2 ----------------------------------------------------------------------
+
+def _chips(b=None, *, mfu=None, attention=True, rounded=True, forward_only=False) -> Derivation:
     b = b or sample()
     name = _chosen(b)
-    f = _flops(b)
+    f = _flops(b, attention=attention)
+    flops = f.value / 3 if forward_only else f.value
     m = b.mfu if mfu is None else mfu
     c = chip(name).peak_flops_per_s()
-    n = chips_for_deadline(f.value, name, b.deadline_days, m)
-    return Derivation("chips", "⌈F / (C·MFU·T)⌉",
-                      f"⌈{q(f.value, 'FLOP')} / ({q(c, 'FLOP/s')}·{m:g}·{b.deadline_days:g}·86400 s)⌉",
-                      float(n), "chips", (f,), where=(_where(b, name) + "; T: the deadline in seconds",))
+    exact = flops / (c * m * b.deadline_days * 86400)
+    n = chips_for_deadline(flops, name, b.deadline_days, m) if rounded else exact
+    return Derivation("chips", "⌈F / (C·MFU·T_d)⌉",
+                      f"⌈{q(flops, 'FLOP')} / ({q(c, 'FLOP/s')}·{m:g}·{b.deadline_days:g}·86400 s)⌉",
+                      float(n), "chips", (f,),
+                      where=(f"C: a {name}'s bf16 peak; MFU: {b.mfu:.0%}, the utilisation the brief plans with; "
+                             f"T_d: the deadline in seconds",))
+
+
+register(Exercise(
+    id="11.2",
+    title="Chips to finish by the deadline",
+    reference=lambda: _chips(),
+    unit="chips",
+    integer=True,
+    mistakes=_PerBrief(lambda: {
+        slip(_chips(rounded=False), _chips()): "a fractional chip rounded down misses the deadline; round up",
+        slip(_chips(mfu=1.0), _chips()): "the chips run at the brief's MFU, not at their peak",
+        slip(_chips(attention=False), _chips()): "6·P·D leaves out attention's own FLOPs (chapter 4)",
+        slip(_chips(forward_only=True), _chips()): "training runs the backward pass too, twice the forward's FLOPs",
+    }, 0.005),
+    per_learner=True,
+))
+
+
+# 11.3 ----------------------------------------------------------------------
+
+def _offered(name: str, need: int, lent: int):
+    """(chips, [(topology, slices joined over DCN), ...]) the chip is offered in, from `need` chips up to `lent`.
+
+    GPUs: whole 8-GPU nodes. TPU v5p (and other 3D pods): boxes of whole 4x4x4 cubes that fit in the pod.
+    TPU v5e (and other 2D pods): the slice shapes of chapter 8 up to a pod, then whole pods over DCN.
+    """
+    spec = chip(name)
+    if spec.family != "tpu":
+        for k in range(max(1, math.ceil(need / 8)), lent // 8 + 1):
+            yield 8 * k, [(gpu_cluster(k, name), 1)]
+    elif len(spec.pod_shape) == 3:
+        X, Y, Z = (s // 4 for s in sorted(spec.pod_shape))
+        for m in range(max(1, math.ceil(need / 64)), lent // 64 + 1):
+            boxes = [(4 * a, 4 * b, 4 * c) for a in range(1, X + 1) for b in range(a, Y + 1)
+                     for c in range(b, Z + 1) if a * b * c == m]
+            if boxes:
+                yield 64 * m, [(tpu_slice(s, name), 1) for s in boxes]
+    else:
+        pod = math.prod(spec.pod_shape)
+        for s in SLICES_2D:
+            if need <= math.prod(s) <= min(pod, lent):
+                yield math.prod(s), [(tpu_slice(s, name), 1)]
+        for k in range(max(2, math.ceil(need / pod)), lent // pod + 1):
+            yield k * pod, [(tpu_slice(spec.pod_shape, name), k)]
+
+
+def _training_slice(b=None, *, mfu=None):
+    """(chips, topology, slices, best plan, days) for `b` (the current brief by default); see :func:`_search`."""
+    return _search(b or sample(), mfu)
+
+
+@functools.lru_cache(maxsize=512)
+def _search(b, mfu):
+    """(chips, topology, slices, best plan, days): the first offered slice whose best plan meets the deadline.
+
+    The search grows from the deadline's chip count (11.2) and stops at the largest slice the cloud
+    lends, met or not (the question says so).
+    """
+    name = _chosen(b)
+    m = b.mfu if mfu is None else mfu
+    need = chips_for_deadline(training_flops(b.model, b.train_tokens, b.seq_len), name, b.deadline_days, b.mfu)
+    last = None
+    for n, tops in _offered(name, need, b.chips_available[name]):
+        for topo, k in tops:
+            try:
+                best = search_plans(b.model, b.batch_tokens, topo, seq_len=b.seq_len, slices=k).best
+            except ScalelibError:  # no plan fits this slice's memory
+                continue
+            days = b.train_tokens / b.batch_tokens * best.time_s / m / 86400
+            last = (n, topo, k, best, days)
+            if days <= b.deadline_days:
+                return last
+    if last is None:
+        raise ScalelibError(f"capstone brief {b.variant}: no slice of {name} holds a plan")
+    return last
+
+
+def _slice(b=None, *, mfu=None) -> Derivation:
+    b = b or sample()
+    n, topo, k, best, days = _training_slice(b, mfu=mfu)
+    m = b.mfu if mfu is None else mfu
+    where = (f"T_step: the best plan's step at peak (chapter 5's cost model), slowed to the brief's MFU; "
+             f"steps: {q(b.train_tokens)} tokens / {b.batch_tokens:,.0f} tokens a step",)
+    slice_text = f"{topo!r}" + (f" x {k} joined over DCN" if k > 1 else "")
+    return Derivation("chips", "the smallest offered slice whose best plan takes steps·T_step/MFU ≤ the deadline",
+                      f"{slice_text}: {best.plan.label}, {q(best.time_s, 's')} / {m:g} a step, "
+                      f"{days:.1f} days against {b.deadline_days:g}", float(n), "chips", where=where)
 
 
 register(Exercise(
     id="11.3",
-    title="Chips to finish by the deadline",
-    reference=lambda: _all(_chips()),
+    title="The slice and its sharding, checked by the plan search",
+    reference=lambda: _slice(),
     unit="chips",
-    rtol=0.005,
+    integer=True,
     mistakes=_PerBrief(lambda: {
-        slip(_chips(mfu=1.0), _chips()): "the chips run at the brief's MFU, not at their peak",
+        slip(_slice(mfu=1.0), _slice()): "the plan search prices a step at peak; the brief plans at its MFU",
+        slip(_chips(), _slice()): "that is the deadline formula's count; the slice must come in a size the chip "
+                                  "is offered in, and its best searched plan must meet the deadline",
     }, 0.005),
     per_learner=True,
 ))
 
 
-# 11.4, 11.5 -----------------------------------------------------------------
+# 11.4 ----------------------------------------------------------------------
 
-def _cost(b=None, *, mfu=None) -> Derivation:
+def _affordable(b=None, *, attention=True, mfu=None) -> Derivation:
     b = b or sample()
     name = _chosen(b)
-    f = _flops(b)
     m = b.mfu if mfu is None else mfu
+    per_token = (explain(train_flops, b.model, seq_len=b.seq_len, tokens=1, causal=True) if attention else
+                 Derivation("F_token", "6·P", f"6·{q(params(b.model))}", 6 * params(b.model), "FLOP"))
+    per_token = Derivation("F_token", "training FLOPs of one token, attention included (chapter 4)" if attention
+                           else "6·P", "" if attention else per_token.numbers, per_token.value, "FLOP")
     price = usd_per_chip_hour(name)
     c = chip(name).peak_flops_per_s()
-    return Derivation("cost", "F / (C·MFU) / 3600 · price",
-                      f"{q(f.value, 'FLOP')} / ({q(c, 'FLOP/s')}·{m:g}) / 3600 · {price:g} USD",
-                      training_cost_usd(f.value, name, m), "USD", (f,),
-                      where=(_where(b, name) + f"; price: USD {price:g} per chip-hour",))
-
-
-def _billed_for_deadline(b=None) -> float:
-    b = b or sample()
-    return _chips(b).value * b.deadline_days * 24 * usd_per_chip_hour(_chosen(b))
+    value = b.budget_usd / price * 3600 * c * m / per_token.value
+    return Derivation("tokens", "budget / price · 3600 · C·MFU / F_token",
+                      f"{b.budget_usd:,.0f} USD / {price:g} USD · 3600 · {q(c, 'FLOP/s')}·{m:g} / "
+                      f"{q(per_token.value, 'FLOP')}", value, "tokens", (per_token,),
+                      where=(f"C: a {name}'s bf16 peak; price: USD per chip-hour",))
 
 
 register(Exercise(
     id="11.4",
-    title="What the training run costs",
-    reference=lambda: _all(_cost()),
-    unit="USD",
-    rtol=0.02,
-    mistakes=_PerBrief(lambda: {
-        slip(_cost(mfu=1.0), _cost()): "at the brief's MFU the run takes longer (and costs more) than at peak",
-        slip(_billed_for_deadline(), _cost()): "that pays for the chips until the deadline; the run needs only "
-                                               "its chip-hours, F / (C·MFU)",
-    }, 0.02),
-    per_learner=True,
-))
-
-
-def _affordable(b=None, *, attention=True) -> Derivation:
-    b = b or sample()
-    name = _chosen(b)
-    per_token = (explain(train_flops, b.model, seq_len=b.seq_len, tokens=1, causal=True) if attention else
-                 Derivation("F_token", "6·P", f"6·{q(params(b.model))}", 6 * params(b.model), "FLOP"))
-    price = usd_per_chip_hour(name)
-    c = chip(name).peak_flops_per_s()
-    value = b.budget_usd / price * 3600 * c * b.mfu / per_token.value
-    return Derivation("tokens", "budget / price · 3600 · C·MFU / F_token",
-                      f"{b.budget_usd:,.0f} USD / {price:g} USD · 3600 · {q(c, 'FLOP/s')}·{b.mfu:g} / "
-                      f"{q(per_token.value, 'FLOP')}", value, "tokens", (per_token,),
-                      where=(f"F_token: training FLOPs per token; C: a {name}'s bf16 peak; price: per chip-hour",))
-
-
-register(Exercise(
-    id="11.5",
     title="Tokens the budget buys",
-    reference=lambda: _all(_affordable()),
+    reference=lambda: _affordable(),
     unit="tokens",
     rtol=0.02,
     mistakes=_PerBrief(lambda: {
         slip(_affordable(attention=False), _affordable()): "a token's training FLOPs include its attention, not "
-                                                           "only 6·P",
+                                                           "only the parameters' matmuls",
+        slip(_affordable(mfu=1.0), _affordable()): "at the brief's MFU a chip-hour does less than its peak",
     }, 0.02),
     per_learner=True,
 ))
 
 
-# 11.6 -----------------------------------------------------------------------
+# 11.5 ----------------------------------------------------------------------
 
-def _state_chips(b=None, *, grad_dtype="bf16", optimizer_dtype="f32", param_dtype="bf16") -> Derivation:
+def _slice_cost(b=None, *, billed_to_deadline=False) -> Derivation:
+    b = b or sample()
+    n, topo, k, best, days = _training_slice(b)
+    name = _chosen(b)
+    price = usd_per_chip_hour(name)
+    t = b.deadline_days if billed_to_deadline else days
+    return Derivation("cost", "chips · days · 24 · price", f"{n:,} · {t:.2f} · 24 · {price:g} USD",
+                      n * t * 24 * price, "USD",
+                      where=(f"chips, days: 11.3's slice and the days its best plan takes at the brief's MFU; "
+                             f"price: USD per {name} chip-hour",))
+
+
+def _formula_cost(b=None) -> float:
     b = b or sample()
     name = _chosen(b)
-    state = explain(training_state_bytes, b.model, param_dtype=param_dtype, grad_dtype=grad_dtype,
-                    optimizer_dtype=optimizer_dtype)
-    hbm = chip(name).hbm_bytes
-    return Derivation("chips", "⌈state / HBM⌉", f"⌈{q(state.value, 'B')} / {q(hbm, 'B')}⌉",
-                      float(math.ceil(state.value / hbm)), "chips", (state,),
-                      where=(f"state: parameters, gradients and Adam's two moments; HBM: a {name}'s memory",))
+    return training_cost_usd(training_flops(b.model, b.train_tokens, b.seq_len), name, b.mfu)
+
+
+register(Exercise(
+    id="11.5",
+    title="What the planned run costs",
+    reference=lambda: _slice_cost(),
+    unit="USD",
+    rtol=0.01,
+    mistakes=_PerBrief(lambda: {
+        slip(_formula_cost(), _slice_cost()): "that prices the deadline formula's FLOPs on the chips it needs; "
+                                              "bill the slice of 11.3 for the days its plan takes",
+        slip(_slice_cost(billed_to_deadline=True), _slice_cost()): "the slice is billed for the days the run "
+                                                                   "takes, not until the deadline",
+    }, 0.01),
+    per_learner=True,
+))
+
+
+# 11.6, 11.7, 11.8: the other serving chip ----------------------------------
+
+def _serve(b, name: str) -> dict:
+    n = b.serve_chips if name == b.serve_chip else b.other_serve_chips
+    return dict(num_chips=n, context=b.context, weight_dtype=b.weight_dtype, kv_dtype=b.kv_dtype)
+
+
+def _batch(b=None, name=None) -> Derivation:
+    b = b or sample()
+    name = name or b.other_serve_chip
+    return _short(explain(max_batch_within_latency, b.model, name, latency_s=b.latency_s, **_serve(b, name)))
+
+
+def _memory_batch(b=None) -> Derivation:
+    b = b or sample()
+    return explain(max_batch_size, b.model, b.other_serve_chip, **_serve(b, b.other_serve_chip))
 
 
 register(Exercise(
     id="11.6",
-    title="Chips just to hold the training state",
-    reference=lambda: _all(_state_chips()),
-    unit="chips",
-    rtol=0.005,
+    title="The largest batch that meets the latency target, on the other chip",
+    reference=lambda: _batch(),
+    unit="sequences",
+    integer=True,
     mistakes=_PerBrief(lambda: {
-        slip(_state_chips(grad_dtype=None), _state_chips()): "the gradients take memory too (bf16, like the "
-                                                             "parameters)",
-        slip(_state_chips(grad_dtype="f32", param_dtype="f32"), _state_chips()): "parameters and gradients are "
-                                                                                  "bf16 here: 2 bytes each",
+        slip(_memory_batch(), _batch()): "that batch fits in memory, but a step over it takes longer than the "
+                                         "latency target",
     }, 0.005),
     per_learner=True,
 ))
 
 
-# 11.7, 11.8, 11.9 -----------------------------------------------------------
-
-def _serve_kwargs(b) -> dict:
-    return dict(num_chips=b.serve_chips, context=b.context, weight_dtype=b.weight_dtype, kv_dtype=b.kv_dtype)
-
-
-def _batch(b=None) -> Derivation:
+def _usd_per_million(b=None, name=None, *, per_slice=False) -> Derivation:
     b = b or sample()
-    return explain(max_batch_within_latency, b.model, b.serve_chip, latency_s=b.latency_s, **_serve_kwargs(b))
-
-
-def _memory_batch(b=None) -> Derivation:
-    b = b or sample()
-    return explain(max_batch_size, b.model, b.serve_chip, **_serve_kwargs(b))
+    name = name or b.other_serve_chip
+    kw = _serve(b, name)
+    batch = _batch(b, name)
+    step = _short(explain(generate_step_time_s, b.model, name, batch=batch.value, **kw))
+    n = kw["num_chips"]
+    per_chip = batch.value / step.value / (1 if per_slice else n)
+    rate = Derivation("r", "B / T_step" + ("" if per_slice else " / n"),
+                      f"{q(batch.value)} / {q(step.value, 's')}" + ("" if per_slice else f" / {n}"),
+                      per_chip, "tokens/s", (step,),
+                      where=(f"B: the largest batch within the target on this slice; n: {n} {name} chips in the slice",))
+    price = usd_per_chip_hour(name)
+    usd = cost_per_million_tokens(per_chip, name)
+    return Derivation("USD per 1e6 tokens", "price / 3600 / r · 1e6", f"{price:g} / 3600 / {q(per_chip)} · 1e6",
+                      usd, "USD", (rate,), where=(f"price: USD per {name} chip-hour; r: tokens/s per chip",))
 
 
 register(Exercise(
     id="11.7",
-    title="The largest batch that meets the latency target",
-    reference=lambda: _all(_batch()),
-    unit="sequences",
+    title="Cost of a million generated tokens, on the other chip",
+    reference=lambda: _usd_per_million(),
+    unit="USD",
     rtol=0.02,
     mistakes=_PerBrief(lambda: {
-        slip(_memory_batch(), _batch()): "that batch fits in memory, but a step over it takes longer than the "
-                                         "latency target",
+        slip(_usd_per_million(per_slice=True), _usd_per_million()): "the slice's tokens per second are shared "
+                                                                     "by all its chips, each billed by the hour",
     }, 0.02),
     per_learner=True,
 ))
 
 
-def _throughput(b=None) -> Derivation:
+def _cheaper(b=None) -> str:
     b = b or sample()
-    return explain(tokens_per_s_per_chip, b.model, b.serve_chip, batch=_batch(b).value, **_serve_kwargs(b))
-
-
-def _usd_per_million(b=None) -> Derivation:
-    b = b or sample()
-    rate = _throughput(b)
-    return after(explain(cost_per_million_tokens, rate.value, b.serve_chip), rate)
+    return min((b.serve_chip, b.other_serve_chip), key=lambda name: _usd_per_million(b, name).value)
 
 
 register(Exercise(
     id="11.8",
-    title="Cost of a million generated tokens",
-    reference=lambda: _all(_usd_per_million()),
-    unit="USD",
-    rtol=0.03,
-    mistakes=_PerBrief(lambda: {
-        slip(explain(cost_per_million_tokens, _throughput().value * sample().serve_chips, sample().serve_chip),
-             _usd_per_million()): "the slice's tokens per second are shared by all its chips, each billed by the "
-                                  "hour",
-    }, 0.03),
+    title="GPU or TPU for serving, at the brief's prices",
+    reference=lambda: _cheaper(),
+    kind="choice",
+    choices=("tpu-v5e", "h100"),
+    reason=("Each chip serves at the largest batch its own slice allows within the target; what a million "
+            "tokens cost is its price per chip-hour over the tokens a chip makes in that hour."),
     per_learner=True,
 ))
 
 
-def _fleet(b=None) -> Derivation:
+# 11.9: prefill and generate pools ------------------------------------------
+
+def _pools(b=None, *, efficiency=None, in_chips=False, one_pool=False):
+    """[prefill slices, generate slices] on the brief's serving chip, and their derivation."""
     b = b or sample()
-    per_slice = _throughput(b).value * b.serve_chips
-    slices = math.ceil(b.daily_output_tokens / (86400 * per_slice))
-    return Derivation("chips", "⌈tokens per day / (86400 · tokens/s per slice)⌉ · N",
-                      f"⌈{q(b.daily_output_tokens)} / (86400 · {q(per_slice)})⌉ · {b.serve_chips}",
-                      float(slices * b.serve_chips), "chips", (_throughput(b),),
-                      where=(f"N: {b.serve_chips} {b.serve_chip} chips in a slice",))
+    name, kw = b.serve_chip, _serve(b, b.serve_chip)
+    eff = b.mfu if efficiency is None else efficiency
+    pre = _short(explain(prefill_time_s, b.model, name, tokens=b.prompt_tokens, batch=1,
+                         weight_dtype=b.weight_dtype, efficiency=eff, num_chips=kw["num_chips"]))
+    batch = _batch(b, name)
+    step = generate_step_time_s(b.model, name, batch=batch.value, **kw)
+    requests = b.daily_output_tokens / b.output_tokens
+    prefill = math.ceil(requests * pre.value / 86400)
+    generate = math.ceil(b.daily_output_tokens * step / (86400 * batch.value))
+    n = kw["num_chips"]
+    if one_pool:  # generate slices that also prefill: the prompts' time added to the generate pool's
+        generate = math.ceil((b.daily_output_tokens * step / batch.value + requests * pre.value) / 86400)
+        prefill = 0
+    scale = n if in_chips else 1
+    return Derivation(
+        "[prefill, generate] slices",
+        "[⌈R·T_prefill / 86400⌉, ⌈tokens/day · T_step / (86400·B_gen)⌉]",
+        f"[⌈{q(requests)}·{q(pre.value, 's')} / 86400⌉, ⌈{q(b.daily_output_tokens)}·{q(step, 's')} / "
+        f"(86400·{q(batch.value)})⌉]",
+        [float(prefill * scale), float(generate * scale)], "slices", (pre,),
+        where=(f"R: requests a day, tokens/day / {b.output_tokens:,}; T_prefill: one {b.prompt_tokens:,}-token "
+               f"prompt on a slice of {n} {name} at {eff:.0%} of peak; P_active: parameters a token uses; "
+               f"T_step: the generate step at B_gen; B_gen: the largest batch within the latency target",))
 
 
 register(Exercise(
     id="11.9",
-    title="Chips to serve the daily load",
-    reference=lambda: _all(_fleet()),
-    unit="chips",
-    rtol=0.02,
+    title="Prefill and generate pools for the daily load",
+    reference=lambda: _pools(),
+    unit="slices",
+    integer=True,
+    mistakes=_PerBrief(lambda: {
+        slip(_pools(efficiency=1.0), _pools()): "a prefill runs at the brief's utilisation, not at peak",
+        slip(_pools(in_chips=True), _pools()): "the pools are counted in slices like the brief's, not in chips",
+    }, 0.005),
     per_learner=True,
 ))
-
