@@ -42,14 +42,28 @@ def _s_slice():
 
 # 5.1 -------------------------------------------------------------------------
 
+_5_1 = dict(K=8)
+
+
+def _gqa_13b(gated: bool = True, K: int | None = None) -> Derivation:
+    """Reference for 5.1: LLaMA-2 13B's parameters with K key/value heads (grouped-query attention)."""
+    m = model("llama-2-13b")
+    K = _5_1["K"] if K is None else K
+    spec = m.derive(f"llama-2-13b-k{K}{'' if gated else '-ungated'}", K=K, gated=gated)
+    return _letters(explain(params, spec))
+
+
 register(Exercise(
     id="5.1",
-    title="LLaMA-2 13B's parameter count",
-    reference=lambda: _letters(explain(params, "llama-2-13b")),
+    title="LLaMA-2 13B's parameters with 8 key/value heads",
+    reference=_gqa_13b,
     unit="params",
     mistakes={
-        slip(params(model("llama-2-13b").derive("llama-2-13b-ungated", gated=False)), params("llama-2-13b")):
-            "you counted two MLP matrices per layer; LLaMA's gated MLP has three (gate, up and down): 3·D·F",
+        slip(_gqa_13b(gated=False), _gqa_13b()):
+            "you counted two MLP matrices per layer; LLaMA's gated MLP has three (gate, up and down)",
+        slip(_gqa_13b(K=model("llama-2-13b").N), _gqa_13b()):
+            "that gives every query head its own keys and values; with grouped-query attention only the K "
+            "key/value heads have them",
     },
     book=("Q1",),
 ))
