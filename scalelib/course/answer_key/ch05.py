@@ -348,7 +348,7 @@ register(Exercise(
         slip(math.floor(_5_9["B"] / (tpu_pod("tpu-v5p").num_chips * data_parallel_critical_batch(tpu_pod("tpu-v5p")))),
              _most_pods()):
             "that holds every chip to the ICI threshold; between pods the link is DCN, and what counts is each "
-            "pod's share of the batch against C / W_dcn",
+            "pod's share of the batch, against what DCN needs per pod",
     },
 ))
 
