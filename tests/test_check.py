@@ -6,6 +6,8 @@ exercises neither interfere nor get touched.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -280,3 +282,155 @@ def test_an_answer_exactly_at_the_tolerance_is_correct(registry):
 def test_exercises_of_a_chapter_need_a_chapter_number():
     with pytest.raises(sl.InvalidValueError, match=r"^`chapter` must be a chapter number \(1 to 12\), got '1'$"):
         sl.exercises("1")
+
+
+# ---------------------------------------------------------------------------
+# counts: whole numbers, exact (integer=True), or inside a range the question states (accept=)
+
+
+def _count(**kw):
+    register(Exercise("99.10", "chips that hold it", lambda: 237.0, unit="chips", integer=True, **kw))
+
+
+def test_a_count_takes_only_its_exact_whole_number(registry):
+    _count()
+    assert sl.verdict("99.10", 237).message == "✅ Exercise 99.10: correct — 237 chips (exactly)."
+    assert sl.verdict("99.10", 237.0).status == "correct"
+    assert sl.verdict("99.10", np.int64(237)).status == "correct"
+    for near in (236, 238, 235, 239):  # all within rtol = 1%: a count is never judged with a tolerance
+        v = sl.verdict("99.10", near)
+        assert v.status == "incorrect" and "a few percent" in v.message, v.message
+
+
+def test_a_count_refuses_a_fraction_saying_a_count_is_whole(registry):
+    _count()
+    for answer in (236.4, 80.5, 237.2):
+        v = sl.verdict("99.10", answer)
+        assert v.status == "incorrect"
+        assert v.message == (f"❌ Exercise 99.10: your answer {answer:g} chips is not a whole number; a count is a "
+                             f"whole number (round it the way the question asks).")
+    assert sl.verdict("99.10", 237 + 1e-12).status == "correct"  # floating-point noise on a whole number
+
+
+def test_a_list_of_counts_is_checked_value_by_value(registry):
+    register(Exercise("99.11", "slices", lambda: np.array([16.0, 8.0, 4.0]), unit="chips", integer=True))
+    assert sl.verdict("99.11", [16, 8, 4]).status == "correct"
+    v = sl.verdict("99.11", [16, 8, 4.5])
+    assert v.message == ("❌ Exercise 99.11: value 3 of your answer (4.5 chips) is not a whole number; a count is a "
+                         "whole number (round it the way the question asks).")
+    assert sl.verdict("99.11", [16, 8, 5]).message.endswith("value 1 is right, value 2 is right, value 3 is tens of "
+                                                           "percent too large.")
+
+
+def test_a_count_s_slip_is_named_for_its_value_rounded_either_way(registry):
+    _count(mistakes={200.3 / 237: "you left out the checkpoints"})
+    for answer in (200, 201):
+        assert sl.verdict("99.10", answer).diagnosis == "you left out the checkpoints"
+    assert sl.verdict("99.10", 199).diagnosis is None
+
+
+def test_a_range_the_question_states_is_accepted_end_to_end(registry):
+    register(Exercise("99.12", "a batch between", lambda: 42.0, unit="sequences", integer=True, accept=(40, 43)))
+    for answer in (40, 41, 42, 43):
+        v = sl.verdict("99.12", answer)
+        assert v.status == "correct" and "(inside the range the question allows)" in v.message
+    for answer in (39, 44):
+        assert sl.verdict("99.12", answer).status == "incorrect"
+    assert "not a whole number" in sl.verdict("99.12", 41.5).message
+    register(Exercise("99.13", "a time between", lambda: 0.015, unit="s", accept=(0.012, 0.015)))
+    assert sl.verdict("99.13", 0.0121).status == "correct"
+    assert sl.verdict("99.13", 0.0151).status == "incorrect"  # within rtol, but past the stated end
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(reference=lambda: 236.4, integer=True), "`integer=True` but the reference is not a whole number"),
+    (dict(reference=lambda: 42.0, accept=(43, 50)), "is not inside `accept`"),
+    (dict(reference=lambda: 42.0, accept=(50, 43)), "`accept` must be (low, high)"),
+    (dict(reference=lambda: 2.0, involves={"dtypes"}), "`involves` takes quantities among"),
+    (dict(reference=lambda: "a", kind="choice", choices=("FSDP+TP", "fsdp and tp")), "two choices read the same"),
+    (dict(reference=lambda: "a", kind="choice", choices=("a", "b"), integer=True), "`integer` and `accept` are for"),
+])
+def test_the_answer_key_s_forms_are_checked_at_registration(registry, kw, message):
+    with pytest.raises(sl.InvalidValueError, match=re.escape(message)):
+        register(Exercise("99.20", "bad", **kw))
+
+
+# ---------------------------------------------------------------------------
+# choices: the obvious spellings, never another choice
+
+
+@pytest.mark.parametrize("choices, right, spellings", [
+    (("FSDP+TP", "FSDP", "TP"), "FSDP+TP", ["FSDP+TP", "fsdp + tp", "FSDP and TP", "Fsdp & Tp", " fsdp+TP "]),
+    (("AllGather", "ReduceScatter", "AllReduce"), "ReduceScatter",
+     ["Reduce-Scatter", "ReduceScatter", "reduce scatter", "reduce_scatter", "REDUCE-SCATTER"]),
+    (("A[I_X, J_X]", "A[I_X, J]", "A[I, J_X]"), "A[I_X, J_X]", ["A[I_X,J_X]", "A[I_X, J_X]", "a[i_x , j_x]"]),
+])
+def test_a_choice_accepts_the_obvious_spellings_of_itself_only(registry, choices, right, spellings):
+    register(Exercise("99.14", "which", lambda: right, kind="choice", choices=choices))
+    for spelling in spellings:
+        assert sl.verdict("99.14", spelling).status == "correct", spelling
+    for other in choices:
+        if other != right:
+            assert sl.verdict("99.14", other).status == "incorrect"
+            assert sl.verdict("99.14", other.lower().replace("_", " ")).status == "incorrect"
+    assert "is not one of the choices" in sl.verdict("99.14", "FSDP or TP").message
+
+
+# ---------------------------------------------------------------------------
+# a 1x1 array is one number
+
+
+@pytest.mark.parametrize("answer", [np.array([[1000.0]]), [[1000.0]], np.array([[[1000.0]]]), ([1000],)])
+def test_a_one_by_one_array_is_one_number(answer):
+    assert sl.verdict("99.1", answer).status == "correct"
+
+
+def test_a_column_is_still_not_one_number():
+    assert "nested list" in sl.verdict("99.1", [[1000.0], [1000.0]]).message
+
+
+# ---------------------------------------------------------------------------
+# common slips about a quantity: only where the exercise involves it; slips of the same value named together
+
+
+def test_a_common_slip_about_a_quantity_fires_only_where_the_exercise_involves_it(registry):
+    register(Exercise("99.15", "a time with no dtype", lambda: 1.0, unit="s"))
+    register(Exercise("99.16", "a compute time", lambda: 1.0, unit="s", involves={"flops"}))
+    register(Exercise("99.17", "bytes with no dtype", lambda: 1000.0, unit="B", involves=set()))
+    assert sl.verdict("99.15", 2.0).diagnosis is None
+    assert sl.verdict("99.16", 2.0).diagnosis == _slip(2.0, "FLOP")
+    assert sl.verdict("99.16", 0.5).diagnosis == _slip(2.0, "FLOP")
+    assert sl.verdict("99.17", 2000.0).diagnosis is None
+    assert sl.verdict("99.17", 8000.0).diagnosis == _slip(8.0)  # about how bytes are written: by the unit
+    assert sl.verdict("99.1", 2000.0).diagnosis == _slip(2.0, "B")  # B involves dtype unless it says otherwise
+    assert _check.involved(registry["99.15"]) == frozenset() and _check.involved(registry["99.1"]) == {"dtype"}
+
+
+def test_two_slips_of_the_same_value_are_both_named(registry):
+    register(Exercise("99.18", "a time", lambda: 1.0, unit="s", involves={"dtype", "bandwidth"},
+                      mistakes={0.5: "you read the bidirectional figure"}))
+    v = sl.verdict("99.18", 0.5)
+    dtype = next(s.text for s in COMMON_SLIPS if s.about == "dtype")
+    bandwidth = next(s.text for s in COMMON_SLIPS if s.about == "bandwidth")
+    assert v.diagnosis == f"you read the bidirectional figure. Or: {dtype}. Or: {bandwidth}"
+    assert v.message.endswith(f"\n   Likely cause: {v.diagnosis}.")
+    assert sl.verdict("99.18", 2.0).diagnosis == f"{dtype}. Or: {bandwidth}"  # the registered one: one way only
+
+
+def test_a_registered_slip_of_another_value_hides_a_common_one(registry):
+    # 1.99 and 2 are both within the slip tolerance of an answer of 1.995: the registered slip is named alone
+    register(Exercise("99.19", "bytes", lambda: 1000.0, unit="B", mistakes={1.99: "you counted the header twice"}))
+    assert sl.verdict("99.19", 1995.0).diagnosis == "you counted the header twice"
+    assert sl.verdict("99.19", 2005.0).diagnosis == "you counted the header twice"
+    assert sl.verdict("99.19", 2015.0).diagnosis == _slip(2.0)  # past the registered slip's value, not the common one
+
+
+def test_a_slip_of_every_value_is_named_only_where_it_gives_every_value(registry):
+    register(Exercise("99.21", "two times", lambda: np.array([1.0, 3.0]), unit="s", mistakes={
+        1.37: "you used the wrong chip", (1.0, 2.5): "you counted the second pass twice"}))
+    both = sl.verdict("99.21", [1.37, 3 * 1.37])
+    assert both.diagnosis == "you used the wrong chip"
+    one = sl.verdict("99.21", [1.37, 3.0])  # the chip slip would change both values
+    assert one.diagnosis is None, one.message
+    second = sl.verdict("99.21", [1.0, 7.5])
+    assert second.diagnosis == "you counted the second pass twice"

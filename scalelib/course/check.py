@@ -572,14 +572,16 @@ def _reproduces(key: tuple, ratios, exercise: Exercise, reference=None) -> bool:
         if abs(k - 1) <= tolerance:  # a value the slip leaves alone must be right
             if not abs(r - 1) <= (0 if exercise.integer else exercise.rtol) * (1 + 1e-9) + 1e-12:
                 return False
-        elif not (r > 0 and math.isfinite(r) and (_matches(r, k, tolerance) or (
-                exercise.integer and reference is not None and _rounds_to(r, k, reference, j)))):
+        elif not (r > 0 and math.isfinite(r) and (
+                _rounds_to(r, k, reference, j) if exercise.integer and reference is not None
+                else _matches(r, k, tolerance))):
             return False
     return True
 
 
 def _rounds_to(ratio: float, key: float, reference, index: int | None) -> bool:
-    """For a count: True when the answer is the slip's value rounded down or up to a whole number."""
+    """For a count: True when the answer is the slip's value rounded down or up to a whole number (a count's
+    slip is matched so, never within a tolerance)."""
     want = np.asarray(_value(reference), dtype=float).ravel()
     if not want.size:
         return False
@@ -613,7 +615,7 @@ def _slip_causes(ratio: float, exercise: Exercise, reference, index: int | None 
             key = key[index]
         if abs(key - 1) <= tolerance:  # this slip leaves this value alone
             continue
-        if _matches(ratio, key, tolerance) or (exercise.integer and _rounds_to(ratio, key, reference, index)):
+        if _rounds_to(ratio, key, reference, index) if exercise.integer else _matches(ratio, key, tolerance):
             gives_all = not isinstance(full, tuple) or _reproduces(full, ratios, exercise, reference)
             if not gives_all and not per_value:
                 continue  # a slip of every value that does not give every value of the answer
