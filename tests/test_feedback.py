@@ -96,8 +96,8 @@ def _leaks(answer, reference, rtol, numbers):
 
 
 #: Exercises whose registered hint still gives a figure away (their chapter's rewrite fixes them; the hint
-#: sweep of tests/test_exercise_sweeps.py lists them too): 8.8's hint lists the slice sizes, its answers among them.
-HINT_LEAKS_PENDING = {"8.8"}
+#: sweep of tests/test_exercise_sweeps.py lists them too).
+HINT_LEAKS_PENDING: set[str] = set()
 
 
 @pytest.mark.parametrize("exercise_id", [pytest.param(i, marks=pytest.mark.xfail(strict=True, reason="pending rewrite"))

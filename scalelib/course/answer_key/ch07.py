@@ -16,11 +16,9 @@ import numpy as np
 from ..check import Exercise, register
 from ._tools import define, slip
 from .ch04 import LETTERS, _used
-from ..._collectives import allgather_time_s
 from ..._derivation import Derivation, explain, q
 from ..._inference import (
     generate_step_time_s,
-    speculative_tokens_per_step,
     max_batch_size,
     speculative_time_per_token_s,
     weight_load_time_s,
@@ -31,7 +29,7 @@ from ..._specs import chip
 from ..._roofline import critical_batch_size, critical_intensity
 from ..._sharding import latency_bound_bytes
 from ..._topology import ICI_HOP_LATENCY_S, tpu_pod, tpu_slice
-from ..._transformer import kv_cache_bytes, moe_critical_batch_size, param_bytes, params
+from ..._transformer import kv_cache_bytes, param_bytes, params
 
 #: The book's invented model of its worked problems: LLaMA 2-13B reshaped, input and output tables shared.
 BOOK_MODEL = ModelSpec(name="book-ch7", source="How to Scale Your Model, ch. 7, worked problems",

@@ -1,20 +1,25 @@
-"""Chapter 8 exercises: serving LLaMA 3-70B.
+"""Chapter 8 exercises: serving LLaMA 3.
 
-Every reference is computed by scalelib (KV sizes, slices, step times, requests per chip, pools, prices);
-the numbers below are only what each question gives (a batch, a context, a slice, a precision). Facts and
-formulas follow ch. 8 "Serving LLaMA 3-70B on TPUs" of How to Scale Your Model (Austin et al., 2025);
-``book=`` names the book's question an exercise answers (its list: scalelib/course/book_items.py).
+The chapter serves LLaMA 3-70B on TPU v5e; its exercises transfer each of its steps to new inputs (LLaMA
+3.1-405B's cache, LLaMA 3-70B on TPU v6e, another batch, context or prompt), so that each answer is worked
+out rather than read off the chapter. Every reference is computed by scalelib (KV sizes, slices, step times,
+requests per chip, pools, prices); the numbers below are only what each question gives. Facts and formulas
+follow ch. 8 "Serving LLaMA 3-70B on TPUs" of How to Scale Your Model (Austin et al., 2025); ``book=`` names
+the book's question an exercise answers (its list: scalelib/course/book_items.py).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ..check import Exercise, register
 from ._tools import after, define, slip
-from .ch04 import _letters, _used
+from .ch04 import _letters as _book_letters
+from .ch04 import _used
+from .ch07 import _letters, _short
 from ..._derivation import Derivation, explain, q
 from ..._inference import (
     generate_model_parallel_max_degree,
@@ -40,15 +45,18 @@ from ..._topology import tpu_slice
 from ..._transformer import kv_cache_bytes, param_bytes, params
 
 LLAMA = "llama-3-70b"
+BIG = "llama-3.1-405b"
+SMALL = "llama-3-8b"
 V5E = "tpu-v5e"
+V6E = "tpu-v6e"
 
 
 def _v5e(shape):
     return tpu_slice(shape, V5E)
 
 
-def _kv_letters(d: Derivation) -> Derivation:
-    return define(d, {"L": "layers (80)", "K": "key/value heads (8)", "H": "the head dimension (128)"})
+def _v6e(shape):
+    return tpu_slice(shape, V6E)
 
 
 #: What the symbols of this chapter's derivations stand for, where a step leaves one undefined.
@@ -59,56 +67,68 @@ MEANINGS = {"B": "sequences in the batch", "S": "tokens cached per sequence", "k
             "T_step": "one generate step's time on a generate server"}
 
 
-def _all(d: Derivation, meanings=MEANINGS) -> Derivation:
-    """`d` with the book's letters and every other symbol of `meanings` it uses defined."""
-    d = _letters(d)
-    return define(d, {k: v for k, v in meanings.items() if _used(d, k) and not _defined_in(d, k)})
-
-
 def _defined_in(d: Derivation, symbol: str) -> bool:
     here = any(symbol in [n.strip() for part in line.split(";") for n in part.split(":")[0].split(",")]
                for line in d.where)
     return here or any(_defined_in(step, symbol) for step in d.steps)
 
 
+def _all(d: Derivation, meanings=MEANINGS) -> Derivation:
+    """`d` with the book's letters and every other symbol of `meanings` it uses defined (chapter 11 uses it too)."""
+    d = _book_letters(d)
+    return define(d, {k: v for k, v in meanings.items() if _used(d, k) and not _defined_in(d, k)})
+
+
+def _shown(d: Derivation) -> Derivation:
+    """What a correct answer shows: `d` with its parameter counts collapsed to their result (chapter 4 derives
+    them), each symbol defined once, and no letter given a second meaning (N is chips wherever a step says so)."""
+    d = _letters(_short(d))
+    return define(d, {k: v for k, v in MEANINGS.items() if _used(d, k) and not _defined_in(d, k)})
+
+
+def _value(d) -> float:
+    return d.value if isinstance(d, Derivation) else d
+
+
 # 8.1, 8.2 ----------------------------------------------------------------------
 
-def _kv(dtype="int8", spec=LLAMA) -> Derivation:
-    return _kv_letters(explain(kv_cache_bytes, spec, dtype=dtype))
+def _kv(dtype="int8", spec=BIG) -> Derivation:
+    m = model(spec) if isinstance(spec, str) else spec
+    d = explain(kv_cache_bytes, spec, dtype=dtype)
+    return define(d, {"L": f"layers ({m.L})", "K": f"key/value heads ({m.K})", "H": f"the head dimension ({m.H})"})
 
 
 register(Exercise(
     id="8.1",
-    title="KV bytes per token of LLaMA 3-70B in int8",
+    title="KV bytes per token of LLaMA 3.1-405B in int8",
     reference=_kv,
     unit="B",
     mistakes={
-        slip(_kv("bf16"), _kv()): "the cache is int8 here: 1 byte per value, not bf16's 2",
-        slip(kv_cache_bytes(model(LLAMA).derive("llama-3-70b-mha", K=64), dtype="int8"), _kv()):
-            "only the K = 8 key/value heads are cached; the N = 64 query heads are not",
-        slip(_kv().value / 2, _kv()): "each layer caches a key and a value per head: 2 vectors per head, not 1",
+        slip(kv_cache_bytes(model(BIG).derive("llama-3.1-405b-mha", K=model(BIG).N), dtype="int8"), _kv()):
+            "only the key/value heads are cached; the query heads are not",
+        slip(_kv().value / 2, _kv()): "each layer caches a key and a value for every key/value head",
     },
     book=("Text Q1",),
 ))
 
 
 def _kv_chips(dtype="int8", hbm=None) -> Derivation:
-    kv = explain(kv_cache_bytes, LLAMA, tokens=240 * 32768, dtype=dtype)
+    kv = explain(kv_cache_bytes, BIG, tokens=240 * 32768, dtype=dtype)
     hbm = chip(V5E).hbm_bytes if hbm is None else hbm
     return Derivation("chips", "⌈B·S·kv / HBM⌉", f"⌈{q(kv.value, 'B')} / {q(hbm, 'B')}⌉",
                       float(math.ceil(kv.value / hbm)), "chips", (kv,),
-                      where=("B: 240 sequences; S: 32,768 tokens each; kv: KV bytes per token (int8); "
-                             "HBM: a TPU v5e's memory",))
+                      where=("B: 240 sequences; S: 32,768 tokens each; kv: LLaMA 3.1-405B's KV bytes per token "
+                             "(int8); HBM: a TPU v5e's memory",))
 
 
 register(Exercise(
     id="8.2",
-    title="Chips just to hold 240 caches of 32k tokens",
-    reference=lambda: _all(_kv_chips()),
+    title="Chips just to hold 240 caches of 32k tokens of LLaMA 3.1-405B",
+    reference=lambda: _shown(_kv_chips()),
     unit="chips",
     integer=True,
     mistakes={
-        slip(_kv_chips("bf16"), _kv_chips()): "the cache is int8: 1 byte per value",
+        slip(_kv_chips("bf16"), _kv_chips()): "the cache is int8, not bf16: check its bytes per value",
         slip(_kv_chips(hbm=16 * 2**30), _kv_chips()): "a v5e has 16 GB (16e9 bytes) of HBM, not 16 GiB",
     },
     book=("Text Q1",),
@@ -117,41 +137,65 @@ register(Exercise(
 
 # 8.3, 8.4 ----------------------------------------------------------------------
 
-def _memory(kv_dtype="int8", with_kv=True) -> Derivation:
-    w = explain(param_bytes, LLAMA, dtype="int8")
-    kv = explain(kv_cache_bytes, LLAMA, tokens=32 * 8192, dtype=kv_dtype)
+BATCH, CONTEXT = 48, 16384  # 8.3 to 8.6: LLaMA 3-70B, int8 weights and cache, on TPU v6e
+
+
+def _memory(weight_dtype="int8", kv_dtype="int8", with_kv=True) -> Derivation:
+    w = explain(param_bytes, LLAMA, dtype=weight_dtype)
+    kv = explain(kv_cache_bytes, LLAMA, tokens=BATCH * CONTEXT, dtype=kv_dtype)
     total = w.value + (kv.value if with_kv else 0)
     return Derivation("memory", "P·w + B·S·kv", f"{q(w.value, 'B')} + {q(kv.value, 'B')}", total, "B", (w, kv),
-                      where=("B: 32 sequences; S: 8192 tokens each; kv: KV bytes per token (int8); "
+                      where=(f"B: {BATCH} sequences; S: {CONTEXT} tokens each; kv: KV bytes per token (int8); "
                              "w: 1 byte per int8 weight",))
 
 
 register(Exercise(
     id="8.3",
-    title="Memory at batch 32 and 8k context, int8",
-    reference=lambda: _all(_memory()),
+    title="Memory at batch 48 and a 16k context, int8",
+    reference=lambda: _shown(_memory()),
     unit="B",
     mistakes={
-        slip(_memory(with_kv=False), _memory()): "that is the weights alone; 32 caches of 8192 tokens come on top",
-        slip(_memory("bf16"), _memory()): "the KV cache is int8 too: 1 byte per value",
+        slip(_memory(with_kv=False), _memory()): "that is the weights alone; the 48 caches come on top",
+        slip(_memory(kv_dtype="bf16"), _memory()): "the KV cache is int8 too, not bf16: check its bytes per value",
+        slip(_memory(weight_dtype="bf16"), _memory()): "the weights are int8, not bf16: check their bytes per value",
     },
     book=("Text Q2",),
 ))
 
 
-def _min_chips(weight_dtype="int8", batch=32) -> Derivation:
-    return explain(min_chips, LLAMA, V5E, weight_dtype=weight_dtype, batch=batch, context=8192)
+def _min_chips(weight_dtype="int8") -> Derivation:
+    return explain(min_chips, LLAMA, V6E, weight_dtype=weight_dtype, batch=BATCH, context=CONTEXT)
+
+
+def _chips_worth(total, hbm_chip=V6E) -> float:
+    """What rounding the chips' worth of bytes up to a whole chip gives (not a slice size offered)."""
+    return float(math.ceil(total / chip(hbm_chip).hbm_bytes))
+
+
+def _headroom(weight_dtype="int8", chips=None) -> Derivation:
+    """Reference for 8.4: how many more 16k-token sequences than the 48 the smallest v6e slice holds."""
+    slice_ = _min_chips(weight_dtype)
+    n = slice_.value if chips is None else chips
+    kv = kv_cache_bytes(LLAMA, tokens=CONTEXT, dtype="int8")
+    most = (n * chip(V6E).hbm_bytes - param_bytes(LLAMA, dtype=weight_dtype)) // kv
+    weights = q(param_bytes(LLAMA, dtype=weight_dtype), "B")
+    fits = Derivation("B_max", "floor((N·HBM − P_bytes) / (S·kv))",
+                      f"floor(({q(n)}·{q(chip(V6E).hbm_bytes, 'B')} − {weights}) / "
+                      f"({CONTEXT}·{q(kv / CONTEXT, 'B')}))",
+                      float(most), "sequences", (slice_,), where=("N: the chips of that slice",))
+    return Derivation("more", "B_max − B", f"{q(most)} − {BATCH}", float(most - BATCH), "sequences", (fits,))
 
 
 register(Exercise(
     id="8.4",
-    title="The smallest v5e slice for that",
-    reference=lambda: _all(_min_chips()),
-    unit="chips",
+    title="The smallest v6e slice for that, and the sequences it has room for beyond the 48",
+    reference=lambda: _shown(_headroom()),
+    unit="sequences",
     integer=True,
     mistakes={
-        slip(_min_chips("bf16"), _min_chips()): "the weights are int8: 70 GB, not bf16's 141 GB",
-        slip(7.0, _min_chips()): "7 chips hold it, but v5e comes in slices of 1, 4, 8, 16, ... chips",
+        slip(_headroom(chips=_chips_worth(_memory().value)), _headroom()):
+            "that many chips hold it, but it is not a slice size offered: round up to the next size there is",
+        slip(_headroom("bf16"), _headroom()): "the weights are int8, not bf16: check their bytes per value",
     },
     book=("Text Q2",),
 ))
@@ -159,135 +203,147 @@ register(Exercise(
 
 # 8.5, 8.6 ----------------------------------------------------------------------
 
-def _step(shape=(4, 2), **changes) -> Derivation:
-    kw = dict(batch=32, context=8192, weight_dtype="int8", **changes)
-    return explain(generate_step_time_s, LLAMA, _v5e(shape), **kw)
+def _step(shape=(4, 2), hbm_chip=V6E, **changes) -> Derivation:
+    kw = dict(batch=BATCH, context=CONTEXT, weight_dtype="int8", **changes)
+    return explain(generate_step_time_s, LLAMA, tpu_slice(shape, hbm_chip), **kw)
 
 
 register(Exercise(
     id="8.5",
-    title="A decode step on the 4x2",
-    reference=lambda: _all(_step()),
+    title="A decode step on the v6e 4x2",
+    reference=lambda: _shown(_step()),
     unit="s",
-    involves={"dtype", "flops"},
     mistakes={
-        slip(weight_load_time_s(LLAMA, _v5e((4, 2)), weight_dtype="int8"), _step()):
-            "that is the weights alone; the 32 caches are read every step too",
-        slip(8 * _step().value, _step()): "the 8 chips read their shares at the same time: divide by 8 bandwidths",
+        slip(weight_load_time_s(LLAMA, _v6e((4, 2)), weight_dtype="int8"), _step()):
+            "that is the weights alone; the 48 caches are read every step too",
+        slip(8 * _step().value, _step()):
+            "the chips read their shares at the same time: the slice's bandwidth is all of theirs together",
+        slip(_step().value * chip(V6E).hbm_bytes_per_s / chip(V5E).hbm_bytes_per_s, _step()):
+            "that is a v5e's HBM bandwidth; a v6e chip reads faster (`sl.chip(\"tpu-v6e\").hbm_bytes_per_s`)",
     },
     book=("Text Q3",),
 ))
 
 
 def _per_chip(shape=(4, 4)) -> Derivation:
-    return explain(tokens_per_s_per_chip, LLAMA, _v5e(shape), batch=32, context=8192, weight_dtype="int8")
+    return explain(tokens_per_s_per_chip, LLAMA, _v6e(shape), batch=BATCH, context=CONTEXT, weight_dtype="int8")
 
 
 register(Exercise(
     id="8.6",
-    title="Tokens per second per chip on a 4x4",
-    reference=lambda: _all(_per_chip()),
+    title="Tokens per second per chip on a v6e 4x4",
+    reference=lambda: _shown(_per_chip()),
     unit="tokens/s",
     mistakes={
-        slip(16 * _per_chip().value, _per_chip()): "that is the whole slice's rate; divide by its 16 chips",
-        slip(_per_chip((4, 2)).value * 2, _per_chip()): "twice the chips halve the step, but the tokens per step "
-                                                        "stay 32, shared by twice as many chips",
+        slip(16 * _per_chip().value, _per_chip()): "that is the whole slice's rate; a chip makes its share of it",
+        slip(_per_chip((4, 2)).value * 2, _per_chip()):
+            "twice the chips halve the step, but the tokens per step stay the same, shared by twice as many chips",
     },
     book=("Text Q3",),
 ))
 
 
-# 8.7, 8.8 ----------------------------------------------------------------------
+# 8.7 ---------------------------------------------------------------------------
 
-def _critical(hbm_only=False) -> Derivation:
-    cases = [("bf16", "bf16"), ("bf16", "int8"), ("int8", "int8")]
-    values = np.array([critical_batch_size(V5E, dtype=c, weight_dtype=w) for c, w in cases])
-    d0 = explain(critical_batch_size, V5E, dtype="bf16", weight_dtype="int8")
-    return Derivation("[B_crit]", "(C / W) · w / x for each (weights, arithmetic)",
+V4P = "tpu-v4p"
+_CASES = [("bf16", "bf16"), ("bf16", "int8"), ("int8", "int8")]  # (arithmetic, weights)
+
+
+def _critical() -> Derivation:
+    values = np.array([critical_batch_size(V4P, dtype=c, weight_dtype=w) for c, w in _CASES])
+    d0 = define(explain(critical_batch_size, V4P, dtype="bf16", weight_dtype="int8"),
+                {"C": "a TPU v4p's peak rate in the arithmetic's dtype", "W": "its HBM bandwidth"})
+    return Derivation("[B_crit]", "(C / W) · w / 2 for each (weights, arithmetic)",
                       "[bf16/bf16, int8/bf16, int8/int8]", values, "tokens", (d0,),
-                      where=("C: the peak rate of the arithmetic's dtype; w: bytes per weight; x: bytes per value "
-                             "the arithmetic reads (2 in bf16)",))
+                      where=("w: bytes per weight; 2: FLOPs per weight and token; a v4p computes int8 no faster "
+                             "than bf16, so C is the same in all three",))
 
 
 register(Exercise(
     id="8.7",
-    title="The critical batch by precision",
-    reference=lambda: _all(_critical()),
+    title="The critical batch by precision on TPU v4p",
+    reference=_critical,
     unit="tokens",
     mistakes={
         (1.0, 2.0, 1.0): "int8 weights with bf16 arithmetic read half the bytes for the same FLOPs: the threshold "
-                         "halves, it does not stay at 240",
-        (1.0, 1.0, 0.5): "int8 arithmetic doubles C as well as halving the bytes: back to 240",
+                         "falls, it does not stay where bf16 has it",
+        (1.0, 1.0, 2.0): "int8 arithmetic raises the peak only on a chip that computes int8 faster than bf16: "
+                         "check this chip's int8 rate (`sl.chip(\"tpu-v4p\").int8_ops_per_s`)",
     },
     book=("Text Q4",),
 ))
 
 
+# 8.8, 8.9, 8.10 ------------------------------------------------------------------
+
 _PRECISIONS = ("bf16", "int8", "int4")
 
 
-def _chips_worth() -> np.ndarray:
-    """What 8.8's slip gives: the weights over one chip's HBM, not rounded up to a slice."""
-    return np.array([param_bytes(LLAMA, dtype=w) / chip(V5E).hbm_bytes for w in _PRECISIONS])
-
-
-def _slices() -> Derivation:
-    values = np.array([min_chips(LLAMA, V5E, weight_dtype=w) for w in _PRECISIONS], dtype=float)
-    d = explain(min_chips, LLAMA, V5E, weight_dtype="int4")
-    return Derivation("[chips]", "smallest slice >= P·w / HBM for w = 2, 1, 0.5", "[bf16, int8, int4]", values,
-                      "chips", (d,))
+def _room(whole_chips=False) -> Derivation:
+    """Reference for 8.8: the HBM the smallest v6e slice leaves beside the weights, in bf16, int8 and int4."""
+    hbm = chip(V6E).hbm_bytes
+    values = []
+    for w in _PRECISIONS:
+        n = math.ceil(param_bytes(LLAMA, dtype=w) / hbm) if whole_chips else min_chips(LLAMA, V6E, weight_dtype=w)
+        values.append(n * hbm - param_bytes(LLAMA, dtype=w))
+    d = explain(min_chips, LLAMA, V6E, weight_dtype="int4")
+    return Derivation("[free]", "N·HBM − P·w on the smallest slice, for w = 2, 1, 0.5", "[bf16, int8, int4]",
+                      np.array(values), "B", (d,), where=("N: the chips of each smallest slice",))
 
 
 register(Exercise(
     id="8.8",
-    title="The smallest slice in bf16, int8 and int4",
-    reference=lambda: _all(_slices()),
-    unit="chips",
-    integer=True,
+    title="The HBM left for caches on the smallest v6e slice, in bf16, int8 and int4",
+    reference=lambda: _shown(_room()),
+    unit="B",
     mistakes={
-        slip(_chips_worth(), _slices()):
-            "those are the chips' worth of bytes; v5e comes in slices of 1, 4, 8, 16, 32 chips",
+        slip(_room(whole_chips=True), _room()):
+            "those chips hold the weights, but they are not slice sizes offered: round each up to the next size",
     },
     book=("Text Q5",),
 ))
 
 
-# 8.9, 8.10 ---------------------------------------------------------------------
+SHORT = 4096  # 8.9 to 8.16: sequences of 4096 tokens on the v6e slices
 
-def _largest(shape=(4, 4), dtype="bf16") -> Derivation:
-    return explain(max_batch_size, LLAMA, _v5e(shape), context=8192, weight_dtype=dtype)
+
+def _largest(shape=(4, 2), dtype="bf16", kv_dtype=None, context=SHORT) -> Derivation:
+    return explain(max_batch_size, LLAMA, _v6e(shape), context=context, weight_dtype=dtype, kv_dtype=kv_dtype)
 
 
 register(Exercise(
     id="8.9",
-    title="The largest batch on the bf16 slice",
-    reference=lambda: _all(_largest()),
+    title="The largest batch on the bf16 v6e slice",
+    reference=lambda: _shown(_largest()),
     unit="sequences",
     integer=True,
     mistakes={
-        slip(16 * 16e9 // kv_cache_bytes(LLAMA, tokens=8192, dtype="bf16"), _largest()):
-            "the weights take 141 GB of the 256 GB: only the rest holds caches",
-        slip(_largest(dtype="int8"), _largest()): "everything is bf16 here, the cache too: 2 bytes per value",
+        slip(_v6e((4, 2)).total_hbm_bytes() // kv_cache_bytes(LLAMA, tokens=SHORT, dtype="bf16"), _largest()):
+            "the weights take HBM too: only what they leave holds caches",
+        slip(_largest(kv_dtype="int8"), _largest()):
+            "everything is bf16 here, the cache too: check its bytes per value",
+        slip(_largest(context=8192), _largest()): "the sequences here are 4096 tokens long, not the chapter's 8192",
     },
     book=("Text Q5",),
 ))
 
 
-def _full_step(with_kv=True) -> Derivation:
-    B = max_batch_size(LLAMA, _v5e((4, 4)), context=8192, weight_dtype="bf16")
-    return explain(generate_step_time_s, LLAMA, _v5e((4, 4)), batch=B, context=8192 if with_kv else 0,
-                   weight_dtype="bf16")
+def _full_step(with_kv=True, shape=(4, 2), dtype="bf16") -> Derivation:
+    B = max_batch_size(LLAMA, _v6e(shape), context=SHORT, weight_dtype=dtype)
+    return explain(generate_step_time_s, LLAMA, _v6e(shape), batch=B, context=SHORT if with_kv else 0,
+                   weight_dtype=dtype)
 
 
 register(Exercise(
     id="8.10",
     title="A step with the memory full",
-    reference=lambda: _all(_full_step()),
+    reference=lambda: _shown(_full_step()),
     unit="s",
-    involves={"dtype", "flops"},
     mistakes={
         slip(_full_step(with_kv=False), _full_step()):
             "that is the weights alone; with the memory full the caches are almost half the bytes read",
+        slip(8 * _full_step().value, _full_step()):
+            "the chips read their shares at the same time: the slice's bandwidth is all of theirs together",
     },
     book=("Text Q6",),
 ))
@@ -295,39 +351,40 @@ register(Exercise(
 
 # 8.11, 8.12 --------------------------------------------------------------------
 
-def _qps(shape=(4, 2), dtype="int8", batch=None, per_chip=True) -> Derivation:
-    B = max_batch_size(LLAMA, _v5e(shape), context=8192, weight_dtype=dtype) if batch is None else batch
-    d = explain(requests_per_s_per_chip, LLAMA, _v5e(shape), batch=B, context=8192, output_tokens=512,
+def _qps(shape=(2, 2), dtype="int8", batch=None, per_chip=True, steps=512) -> Derivation:
+    B = max_batch_size(LLAMA, _v6e(shape), context=SHORT, weight_dtype=dtype) if batch is None else batch
+    d = explain(requests_per_s_per_chip, LLAMA, _v6e(shape), batch=B, context=SHORT, output_tokens=steps,
                 weight_dtype=dtype)
-    return d if per_chip else Derivation("QPS", "slice", "", d.value * _v5e(shape).num_chips, "requests/s", (d,))
+    return d if per_chip else Derivation("QPS", "slice", "", d.value * _v6e(shape).num_chips, "requests/s", (d,))
 
 
 register(Exercise(
     id="8.11",
-    title="Requests per second per chip, int8 on a 4x2",
-    reference=lambda: _all(_qps()),
+    title="Requests per second per chip, int8 on its v6e slice",
+    reference=lambda: _shown(_qps()),
     unit="requests/s",
     mistakes={
-        slip(_qps(per_chip=False), _qps()): "that is the slice's rate; divide by its 8 chips",
-        slip(_qps().value * 512, _qps()): "a request holds its slot for 512 steps, not one",
+        slip(_qps(per_chip=False), _qps()): "that is the slice's rate; a chip finishes its share of it",
+        slip(_qps(steps=1), _qps()): "a request holds its place in the batch for all the tokens it generates, "
+                                     "one per step",
     },
     book=("Text Q7",),
 ))
 
 
 def _doubled(batch=None) -> Derivation:
-    return _qps((4, 8), "bf16", batch=batch)
+    return _qps((4, 4), "bf16", batch=batch)
 
 
 register(Exercise(
     id="8.12",
-    title="Twice the chips in bf16: requests per second per chip on a 4x8",
-    reference=lambda: _all(_doubled()),
+    title="Twice the chips in bf16: requests per second per chip on a v6e 4x4",
+    reference=lambda: _shown(_doubled()),
     unit="requests/s",
     mistakes={
-        slip(_doubled(batch=max_batch_size(LLAMA, _v5e((4, 4)), context=8192, weight_dtype="bf16")), _doubled()):
-            "that keeps the 4x4's batch (or is the 4x4's rate); the 4x8's extra 256 GB all go to caches, so "
-            "the batch grows about 3.2-fold while the step grows much less",
+        slip(_qps((4, 2), "bf16"), _doubled()):
+            "that keeps the 4x2's batch (or is the 4x2's rate); the 4x4's extra HBM all goes to caches (the "
+            "weights are already held), so work out the batch that fits on it, and its step, again",
     },
     book=("Text Q8",),
 ))
@@ -335,19 +392,25 @@ register(Exercise(
 
 # 8.13 --------------------------------------------------------------------------
 
-def _mp_degree() -> Derivation:
-    return explain(generate_model_parallel_max_degree, LLAMA, _v5e((4, 8)), batch=64)
+MP_BATCH = 128
+
+
+def _mp_degree(one_axis=False) -> Derivation:
+    d = explain(generate_model_parallel_max_degree, LLAMA, _v6e((4, 8)), batch=MP_BATCH)
+    return d if not one_axis else Derivation("Y*", "", "", d.value / 2, "chips", (d,))
 
 
 register(Exercise(
     id="8.13",
-    title="How many chips model parallelism can use at batch 64",
+    title="How many chips model parallelism can use at batch 128 on a v6e 4x8",
     reference=_mp_degree,
     unit="chips",
     mistakes={
-        slip(tensor_parallel_max_degree(model(LLAMA).F, _v5e((4, 8))), _mp_degree()):
+        slip(tensor_parallel_max_degree(model(LLAMA).F, _v6e((4, 8))), _mp_degree()):
             "that is the compute-bound limit of prefill and training (F·W / C); a decode step is bound by HBM, "
             "so compare the ICI time with the time to read the weight shard instead",
+        slip(_mp_degree(one_axis=True), _mp_degree()):
+            "a chip moves activations over both axes of the slice at once: add the two axes' bandwidths",
     },
     book=("Text Q9",),
 ))
@@ -355,9 +418,12 @@ register(Exercise(
 
 # 8.14 --------------------------------------------------------------------------
 
-def _prefill(efficiency=0.4, factor=1) -> Derivation:
-    d = explain(prefill_time_s, LLAMA, _v5e((4, 4)), tokens=8192, weight_dtype="int8", efficiency=efficiency,
-                attention=False)
+PROMPT = 16384
+
+
+def _prefill(efficiency=0.4, factor=1.0, compute_dtype="bf16") -> Derivation:
+    d = explain(prefill_time_s, LLAMA, _v6e((4, 2)), tokens=PROMPT, weight_dtype="int8", efficiency=efficiency,
+                attention=False, compute_dtype=compute_dtype)
     if factor == 1:
         return d
     return Derivation("T", "", "", d.value * factor, "s", (d,))
@@ -365,13 +431,15 @@ def _prefill(efficiency=0.4, factor=1) -> Derivation:
 
 register(Exercise(
     id="8.14",
-    title="An 8192-token prefill on a 4x4 at 40% MFU",
-    reference=lambda: _all(_prefill()),
+    title="A 16k-token prefill on a v6e 4x2 at 40% MFU",
+    reference=lambda: _shown(_prefill()),
     unit="s",
-    involves={"dtype", "flops"},
     mistakes={
-        slip(_prefill(efficiency=1.0), _prefill()): "that is at the full peak; the kernels reach only 40% of it",
-        slip(_prefill(factor=3), _prefill()): "6·P FLOPs per token is training's; a forward pass alone is 2·P",
+        slip(_prefill(efficiency=1.0), _prefill()): "that is at the full peak; the kernels reach only part of it",
+        slip(_prefill(factor=3), _prefill()): "that counts training's FLOPs per token (forward and backward); a "
+                                              "prefill is a forward pass alone",
+        slip(_prefill(compute_dtype="int8"), _prefill()):
+            "the arithmetic is bf16: use the chip's bf16 peak, not its int8 rate",
     },
     book=("Text Q10",),
 ))
@@ -379,8 +447,16 @@ register(Exercise(
 
 # 8.15, 8.16 --------------------------------------------------------------------
 
-def _freed(prompt=8192) -> Derivation:
-    return explain(kv_tokens_freed_per_step, 32, prompt, 4096)
+ANSWER_TOKENS = 512
+
+
+def _generate_batch() -> int:
+    """The generate server of 8.11: the int8 v6e slice with its memory full of 4096-token sequences."""
+    return int(max_batch_size(LLAMA, _v6e((2, 2)), context=SHORT, weight_dtype="int8"))
+
+
+def _freed(prompt=SHORT) -> Derivation:
+    return explain(kv_tokens_freed_per_step, _generate_batch(), prompt, ANSWER_TOKENS)
 
 
 register(Exercise(
@@ -389,26 +465,40 @@ register(Exercise(
     reference=_freed,
     unit="tokens",
     mistakes={
-        slip(_freed(prompt=0), _freed()): "a finished sequence frees its prompt's 8192 tokens too, not only the "
-                                          "4096 it generated",
-        slip(32 / 4096, _freed()): "that is sequences finished per step; each frees its whole cache",
+        slip(_freed(prompt=0), _freed()): "a finished sequence frees its prompt's tokens too, not only those it "
+                                          "generated",
+        slip(_generate_batch() / ANSWER_TOKENS, _freed()):
+            "that is sequences finished per step; each frees its whole cache",
     },
     book=("Text Q11",),
 ))
 
 
-def _ratio(batch=43) -> Derivation:
-    return explain(prefill_to_generate_ratio, 0.91, 0.019, batch=batch, output_tokens=512)
+def _ratio(batch=None, efficiency=0.4, with_kv=True, inverse=False) -> Derivation:
+    v6e = _v6e((2, 2))
+    B = _generate_batch() if batch is None else batch
+    t_prefill = explain(prefill_time_s, LLAMA, v6e, tokens=SHORT, weight_dtype="int8", efficiency=efficiency,
+                        attention=False)
+    t_step = explain(generate_step_time_s, LLAMA, v6e, batch=_generate_batch(), context=SHORT if with_kv else 0,
+                     weight_dtype="int8")
+    d = explain(prefill_to_generate_ratio, t_prefill.value, t_step.value, batch=B, output_tokens=ANSWER_TOKENS)
+    d = after(replace(d, symbol="servers_prefill / servers_generate"), t_prefill, t_step)
+    return d if not inverse else Derivation("G/P", "", "", 1 / d.value, "servers", (d,))
 
 
 register(Exercise(
     id="8.16",
     title="Prefill servers per generate server",
-    reference=lambda: _all(_ratio()),
+    reference=lambda: _shown(_ratio()),
     unit="servers",
     mistakes={
-        slip(_ratio(batch=1), _ratio()): "a generate server finishes 43 requests every 512 steps, not one",
-        slip(_ratio(batch=32), _ratio()): "the 19 ms step is that of a batch of 43, not 32",
+        slip(_ratio(batch=1), _ratio()):
+            "a generate server finishes its whole batch of requests every answer's worth of steps, not one",
+        slip(_ratio(efficiency=1.0), _ratio()): "the prefill servers run at 40% of the peak, not all of it",
+        slip(_ratio(with_kv=False), _ratio()):
+            "the generate step reads the caches too, not only the weights: with the memory full they are a large "
+            "part of it",
+        slip(_ratio(inverse=True), _ratio()): "that is generate servers per prefill server",
     },
     book=("Text Q12",),
 ))
@@ -416,66 +506,111 @@ register(Exercise(
 
 # 8.17, 8.18, 8.19 --------------------------------------------------------------
 
-def _forward(per=2) -> Derivation:
-    p = explain(params, "llama-3.1-405b")
-    return Derivation("FLOPs/token", f"{per}·P", f"{per}·{q(p.value)}", per * p.value, "FLOP", (p,),
-                      where=("P: LLaMA 3.1-405B's parameters; a multiply and an add per weight",))
+FORWARD_TOKENS = 4096
+
+
+def _forward(per=2.0, compute="bf16") -> Derivation:
+    topo = _v6e((8, 8))
+    p = explain(params, BIG)
+    peak = chip(V6E).bf16_flops_per_s if compute == "bf16" else chip(V6E).int8_ops_per_s
+    flops = Derivation("FLOPs", f"{q(per)}·P·T", f"{q(per)}·{q(p.value)}·{FORWARD_TOKENS}",
+                       per * p.value * FORWARD_TOKENS, "FLOP", (p,),
+                       where=("P: LLaMA 3.1-405B's parameters; T: the prompt's tokens; a multiply and an add per "
+                              "weight and token",))
+    return Derivation("T_forward", "FLOPs / (N·C)",
+                      f"{q(flops.value, 'FLOP')} / ({topo.num_chips}·{q(peak, 'FLOP/s')})",
+                      flops.value / (topo.num_chips * peak), "s", (flops,),
+                      where=("N: the 64 chips of the v6e 8x8; C: a v6e's bf16 peak",))
 
 
 register(Exercise(
     id="8.17",
-    title="LLaMA 3-405B's FLOPs per token",
-    reference=lambda: _all(_forward()),
-    unit="FLOP",
+    title="LLaMA 3.1-405B's forward pass of 4096 tokens on a v6e 8x8, bound by FLOPs",
+    reference=lambda: _shown(_forward()),
+    unit="s",
     mistakes={
-        slip(_forward(6), _forward()): "6·P counts the backward pass too; serving runs the forward pass alone",
+        slip(_forward(6.0), _forward()): "that counts the backward pass too; serving runs the forward pass alone",
+        slip(_forward(compute="int8"), _forward()): "the arithmetic is bf16: use the chip's bf16 peak, not its int8 "
+                                                    "rate; or you counted one FLOP per weight and token, where a "
+                                                    "multiply and an add make two",
     },
     book=("Q1",),
 ))
 
 
-def _llama8(batch=240) -> Derivation:
-    return explain(min_chips, "llama-3-8b", V5E, weight_dtype="int8", batch=batch, context=8192)
+LONG = 32768
+
+
+def _llama8_slice(batch=240) -> Derivation:
+    return explain(min_chips, SMALL, V6E, weight_dtype="int8", batch=batch, context=LONG)
+
+
+def _llama8(batch=240, chips=None) -> Derivation:
+    """Reference for 8.18: how many 32k-token sequences the smallest v6e slice that holds 240 of them holds at most."""
+    slice_ = _llama8_slice(batch)
+    n = slice_.value if chips is None else chips
+    kv = kv_cache_bytes(SMALL, tokens=LONG, dtype="int8")
+    most = (n * chip(V6E).hbm_bytes - param_bytes(SMALL, dtype="int8")) // kv
+    weights = q(param_bytes(SMALL, dtype="int8"), "B")
+    return Derivation("B_max", "floor((N·HBM − P_bytes) / (S·kv))",
+                      f"floor(({q(n)}·{q(chip(V6E).hbm_bytes, 'B')} − {weights}) / ({LONG}·{q(kv / LONG, 'B')}))",
+                      float(most), "sequences", (slice_,), where=("N: the chips of that slice",))
 
 
 register(Exercise(
     id="8.18",
-    title="LLaMA 3-8B at batch 240: the smallest slice",
-    reference=lambda: _all(_llama8()),
-    unit="chips",
+    title="LLaMA 3-8B at batch 240 and a 32k context: what the smallest v6e slice holds",
+    reference=lambda: _shown(_llama8()),
+    unit="sequences",
     integer=True,
     mistakes={
-        slip(_llama8(batch=0), _llama8()): "8 GB of weights fit on one chip, but 240 caches of 8192 tokens do not",
-        slip(explain(min_chips, "llama-3-8b", V5E, weight_dtype="int8", kv_dtype="bf16", batch=240, context=8192),
-             _llama8()): "the cache is int8 too: 1 byte per value",
+        slip(_llama8(batch=0), _llama8()): "the weights fit on one chip, but 240 caches of 32k tokens do not",
+        slip(_llama8(chips=_chips_worth(param_bytes(SMALL, dtype="int8")
+                                        + kv_cache_bytes(SMALL, tokens=240 * LONG, dtype="int8"))), _llama8()):
+            "that many chips hold it, but it is not a slice size offered: round up to the next size there is",
     },
     book=("Q2",),
 ))
 
 
-def _fewest_for_latency(limit_s=0.015, weights_only_fit=False) -> Derivation:
-    for n, shape in _sizes(chip(V5E)):
-        topo = _v5e(shape)
-        if param_bytes("llama-3.1-405b", dtype="int8") > topo.total_hbm_bytes():
+def _fewest_for_latency(limit_s=0.015, weights_only_fit=False, hbm_chip=V6E) -> Derivation:
+    for n, shape in _sizes(chip(hbm_chip)):
+        topo = tpu_slice(shape, hbm_chip)
+        if param_bytes(BIG, dtype="int8") > topo.total_hbm_bytes():
             continue
-        t = weight_load_time_s("llama-3.1-405b", topo, weight_dtype="int8")
+        t = weight_load_time_s(BIG, topo, weight_dtype="int8")
         if weights_only_fit or t <= limit_s:
-            d = explain(weight_load_time_s, "llama-3.1-405b", topo, weight_dtype="int8")
-            return Derivation("chips", "smallest slice with P·w / (N·W_hbm) <= T_max",
+            d = explain(weight_load_time_s, BIG, topo, weight_dtype="int8")
+            return Derivation("chips", "smallest slice with P_bytes / (N·W_hbm) <= T_max",
                               f"{'x'.join(map(str, shape))}: {q(t, 's')}", float(n), "chips", (d,),
-                              where=("T_max: the 15 ms limit; W_hbm: a chip's HBM bandwidth; N: chips",))
-    raise AssertionError("no v5e slice reads the weights in time")
+                              where=("T_max: the 15 ms limit",), returns=topo)
+    raise AssertionError("no slice reads the weights in time")
+
+
+def _batch_in_time(hbm_chip=V6E, limit_s=0.015, any_time=False) -> Derivation:
+    """Reference for 8.19: the largest batch of 8k-token sequences within 15 ms on the fewest chips that can."""
+    slice_ = _fewest_for_latency(hbm_chip=hbm_chip)
+    topo = slice_.returns
+    kw = dict(context=8192, weight_dtype="int8")
+    fits = np.arange(1, max_batch_size(BIG, topo, **kw) + 1)
+    steps = np.asarray(generate_step_time_s(BIG, topo, batch=fits, **kw))
+    B = int(fits[-1] if any_time else fits[steps <= limit_s][-1])
+    step = explain(generate_step_time_s, BIG, topo, batch=B, **kw)
+    return Derivation("B", "the largest batch with T_step <= T_max", f"{B}: {q(step.value, 's')}", float(B),
+                      "sequences", (slice_, step))
 
 
 register(Exercise(
     id="8.19",
-    title="LLaMA 3-405B within 15 ms per token",
-    reference=lambda: _all(_fewest_for_latency()),
-    unit="chips",
+    title="LLaMA 3.1-405B within 15 ms per token on TPU v6e: the largest batch",
+    reference=lambda: _shown(_batch_in_time()),
+    unit="sequences",
     integer=True,
     mistakes={
-        slip(_fewest_for_latency(weights_only_fit=True), _fewest_for_latency()):
-            "that slice holds the weights, but reading them once already takes more than 15 ms",
+        slip(_batch_in_time(any_time=True), _batch_in_time()):
+            "that batch fits in the HBM, but its step takes longer than the limit",
+        slip(_batch_in_time(hbm_chip=V5E), _batch_in_time()):
+            "that is TPU v5e's answer; a v6e chip has more HBM and reads it faster",
     },
     book=("Q3",),
 ))
@@ -484,15 +619,15 @@ register(Exercise(
 # 8.20 --------------------------------------------------------------------------
 
 def _cost(per_slice=False) -> Derivation:
-    rate = explain(tokens_per_s_per_chip, LLAMA, _v5e((4, 2)), batch=32, context=8192, weight_dtype="int8")
-    r = rate.value * (8 if per_slice else 1)
+    rate = explain(tokens_per_s_per_chip, LLAMA, _v5e((4, 4)), batch=64, context=4096, weight_dtype="int8")
+    r = rate.value * (16 if per_slice else 1)
     return after(explain(cost_per_million_tokens, r, V5E), rate)
 
 
 register(Exercise(
     id="8.20",
-    title="What a million generated tokens cost on the 4x2",
-    reference=lambda: _all(_cost()),
+    title="What a million generated tokens cost on a v5e 4x4 at batch 64",
+    reference=lambda: _shown(_cost()),
     unit="USD",
     mistakes={
         slip(_cost(per_slice=True), _cost()): "the price is per chip-hour: use one chip's tokens per second",
