@@ -367,7 +367,7 @@ register(Exercise(
     involves=frozenset(),
     mistakes={
         slip(_3_8_time(topology=tpu_pod("tpu-v5e")), _3_8_time()):
-            "you used a ring's formula and bidirectional bandwidth; a 4x4 v5e slice has no wraparound links",
+            "you used a ring's formula and bidirectional bandwidth; a v5e slice this small has no wraparound links",
         slip(_3_8_time(_V5E_4x4.mesh["Y"]), _3_8_time()):
             "B[J_X, K_Y] keeps K split over Y: the devices of each Y position gather only their own columns",
         slip(_3_8_time(1 / _V5E_4x4.mesh["X"]), _3_8_time()):

@@ -18,6 +18,7 @@ from ._tools import _uses, define, slip
 from ..._derivation import Derivation, explain, q
 from ..._einsum import einsum_flops
 from ..._models import ModelSpec, model
+from ..._specs import chip
 from ..._roofline import critical_intensity, matmul_flops
 from ..._transformer import (
     attention_crossover_seq_len,
@@ -57,7 +58,7 @@ register(Exercise(
     unit="params",
     mistakes={
         slip(params(replace(Q1_MODEL, gated=False)), params(Q1_MODEL)):
-            "you counted two MLP matrices per layer; a gated MLP has three (two going in, one going out): 3·D·F",
+            "you counted two MLP matrices per layer; a gated MLP has three (two going in, one going out)",
     },
     book=("Q1",),
 ))
@@ -88,10 +89,10 @@ register(Exercise(
     rtol=0.005,
     mistakes={
         slip(_layer_share(), _attention_share()):
-            "that is attention's share of the layers' weight matrices (the book's 1/4); the question counts "
+            "that is attention's share of the layers' weight matrices (the book's answer); the question counts "
             "every parameter in the total, the embeddings and norms as well",
         slip(params(Q1_MODEL, component="attention") / params(replace(Q1_MODEL, gated=False)), _attention_share()):
-            "the total is too small by one MLP matrix per layer: a gated MLP has three, 3·D·F",
+            "the total is too small by one MLP matrix per layer: a gated MLP has three",
     },
     book=("Q1",),
 ))
@@ -108,7 +109,7 @@ register(Exercise(
         slip(kv_cache_bytes(Q1_MODEL, dtype="int8") / 2, kv_cache_bytes(Q1_MODEL, dtype="int8")):
             "you cached one vector per head and layer; each key/value head caches a key and a value",
         slip(kv_cache_bytes(Q1_MODEL, dtype="bf16"), kv_cache_bytes(Q1_MODEL, dtype="int8")):
-            "a factor of 2: the cache is in int8, 1 byte per value",
+            "the cache is int8: check the bytes per value",
         slip(kv_cache_bytes(replace(Q1_MODEL, L=1), dtype="int8"), kv_cache_bytes(Q1_MODEL, dtype="int8")):
             "that is one layer's share; every layer caches its own keys and values",
     },
@@ -118,17 +119,31 @@ register(Exercise(
 
 # 4.4 -------------------------------------------------------------------------
 
-_4_4 = dict(tokens=32768, dtype="bf16")
+_4_4 = dict(model="llama-3.1-405b", sequences=16, T=16384, dtype="int8")
+
+
+def _kv_batch(**changes) -> float:
+    spec = model(_4_4["model"]) if not changes else model(_4_4["model"]).derive("variant", **changes)
+    return kv_cache_bytes(spec, tokens=_4_4["sequences"] * _4_4["T"], dtype=_4_4["dtype"])
+
 
 register(Exercise(
     id="4.4",
-    title="KV cache of one long LLaMA-3-70B sequence",
-    reference=lambda: _letters(explain(kv_cache_bytes, "llama-3-70b", **_4_4)),
+    title="KV cache of a batch of long LLaMA-3.1-405B sequences, in int8",
+    reference=lambda: _letters(explain(kv_cache_bytes, _4_4["model"], tokens=_4_4["sequences"] * _4_4["T"],
+                                       dtype=_4_4["dtype"])),
     unit="B",
     mistakes={
-        slip(kv_cache_bytes(model("llama-3-70b").derive("llama-3-70b-mha", K=64), **_4_4),
-             kv_cache_bytes("llama-3-70b", **_4_4)):
-            "you cached all N = 64 query heads; grouped-query attention caches only the K = 8 key/value heads",
+        slip(_kv_batch(K=model(_4_4["model"]).N), _kv_batch()):
+            "you cached every query head; grouped-query attention caches only the key/value heads",
+        slip(kv_cache_bytes(_4_4["model"], tokens=_4_4["sequences"] * _4_4["T"], dtype="bf16"), _kv_batch()):
+            "the cache is int8: check the bytes per value",
+        slip(_kv_batch() / 2, _kv_batch()):
+            "each key/value head caches two vectors per token, a key and a value",
+        slip(_kv_batch() / _4_4["sequences"], _kv_batch()):
+            "that is one sequence's cache; the batch holds several",
+        slip(_kv_batch(L=1), _kv_batch()):
+            "that is one layer's share; every layer caches its own keys and values",
     },
 ))
 
@@ -159,10 +174,10 @@ register(Exercise(
     unit="FLOP",
     mistakes={
         slip(_sharded_matmul_flops(duplicated=False), _sharded_matmul_flops()):
-            "the total is the nominal 2·B·D·F; but nothing is sharded over Z, so its 4 groups of chips each "
-            "compute the whole product again",
+            "that total is the product's nominal FLOPs; but nothing is sharded over Z, so each group of chips "
+            "along it computes the whole product again",
         slip(_sharded_matmul_flops(per_chip_over=("X", "Y", "Z")), _sharded_matmul_flops()):
-            "you shared the work among all 128 chips; only X and Y split it, and the chips along Z repeat it",
+            "you shared the work among all the chips; only X and Y split it, and the chips along Z repeat it",
     },
     book=("Q2",),
 ))
@@ -198,26 +213,40 @@ register(Exercise(
 
 # 4.7 -------------------------------------------------------------------------
 
-def _prefill_threshold(G: int = 1) -> Derivation:
+_4_7 = dict(model="llama-3-8b", chip="h100")
+
+
+def _4_7_G() -> int:
+    spec = model(_4_7["model"])
+    return spec.N // spec.K
+
+
+def _prefill_threshold(G: int | None = None) -> Derivation:
     """Reference for 4.7: T·G/(G + 1) = C/W, solved for T (bf16, S = T)."""
-    ridge = explain(critical_intensity, "tpu-v5e", dtype="bf16")
+    G = _4_7_G() if G is None else G
+    ridge = explain(critical_intensity, _4_7["chip"], dtype="bf16")
     value = ridge.value * (G + 1) / G
     assert abs(attention_intensity(value, value, G=G) / ridge.value - 1) < 1e-9
     d = Derivation("T_min", "I_crit · (G + 1) / G", f"{q(ridge.value)} · ({G} + 1) / {G}", value, "tokens", (ridge,))
-    return define(d, {"C": "TPU v5e's peak bf16 rate", "W": "its HBM bandwidth",
-                      "G": "query heads per key/value head (1 for multi-head attention); prefill's attention "
-                           "intensity is T·G / (G + 1) in bf16"})
+    return define(d, {"C": "an H100's peak bf16 rate", "W": "its HBM bandwidth",
+                      "G": "query heads per key/value head, N / K; prefill's attention intensity is T·G / (G + 1) "
+                           "in bf16"})
 
 
 register(Exercise(
     id="4.7",
-    title="When prefill's attention becomes compute-bound",
+    title="When LLaMA-3-8B's prefill attention becomes compute-bound on an H100",
     reference=_prefill_threshold,
     unit="tokens",
     mistakes={
-        slip(critical_intensity("tpu-v5e"), _prefill_threshold()):
+        slip(_prefill_threshold(G=1), _prefill_threshold()):
+            "that is multi-head attention's threshold; LLaMA-3-8B's key/value heads each serve several query "
+            "heads, so each K and V byte read does more work",
+        slip(critical_intensity(_4_7["chip"]), _prefill_threshold()):
             "you took attention's intensity to be T, like a matmul's B; it also reads Q and writes the output, "
-            "as large as K and V, so in prefill it is T·G / (G + 1): T / 2 for multi-head attention",
+            "which count against it",
+        slip(_prefill_threshold(G=model(_4_7["model"]).N), _prefill_threshold()):
+            "G is the number of query heads per key/value head, not the number of query heads",
     },
     book=("Q4",),
 ))
@@ -225,25 +254,29 @@ register(Exercise(
 
 # 4.8 -------------------------------------------------------------------------
 
-_4_8 = dict(T=1, S=8192)
+_4_8 = dict(model="llama-3.1-405b", T=4, S=16384)
 
 
-def _decode_intensity(G: float | None = None) -> Derivation:
-    spec = model("llama-3-70b")
-    return explain(attention_intensity, _4_8["T"], _4_8["S"], G=spec.N // spec.K if G is None else G)
+def _decode_intensity(G: float | None = None, T: int | None = None) -> Derivation:
+    spec = model(_4_8["model"])
+    return explain(attention_intensity, _4_8["T"] if T is None else T, _4_8["S"],
+                   G=spec.N // spec.K if G is None else G)
 
 
 register(Exercise(
     id="4.8",
-    title="Attention's intensity while generating with LLaMA-3-70B",
+    title="Attention's intensity while LLaMA-3.1-405B verifies drafted tokens",
     reference=_decode_intensity,
     unit="FLOP/B",
     mistakes={
         slip(_decode_intensity(G=1), _decode_intensity()):
-            "that is multi-head attention's (G = 1); LLaMA-3-70B shares each key/value head among N / K = 8 "
-            "query heads, and each K and V value it reads serves all 8",
-        slip(_decode_intensity(G=model("llama-3-70b").N), _decode_intensity()):
+            "that is multi-head attention's; LLaMA-3.1-405B shares each key/value head among several query "
+            "heads, and each K and V value it reads serves all of them",
+        slip(_decode_intensity(G=model(_4_8["model"]).N), _decode_intensity()):
             "G is the number of query heads per key/value head, N / K, not N",
+        slip(_decode_intensity(T=1), _decode_intensity()):
+            "that is the intensity for one new token; here several drafted tokens per sequence are checked in "
+            "the same pass, and each K and V value read serves all of them",
     },
     book=("Q4",),
 ))
@@ -251,9 +284,9 @@ register(Exercise(
 
 # 4.9 -------------------------------------------------------------------------
 
-#: the book's Q5: multi-head attention with D = 4096 (N·H = D)
-Q5_MODEL = ModelSpec(name="book-q5", source="How to Scale Your Model, ch. 4, Q5",
-                     L=1, D=4096, F=4 * 4096, N=32, K=32, H=128, V=32000)
+#: the book's Q5 shape (multi-head attention, N·H = D, F = 4D), with D = 6144 in place of the book's 4096
+Q5_MODEL = ModelSpec(name="book-q5", source="How to Scale Your Model, ch. 4, Q5 (D changed)",
+                     L=1, D=6144, F=4 * 6144, N=48, K=48, H=128, V=32000)
 
 
 def _projection_match(causal: bool = False, against=("attention",)) -> Derivation:
@@ -275,7 +308,7 @@ register(Exercise(
     unit="tokens",
     mistakes={
         slip(_projection_match(against=("attention", "mlp")), _projection_match()):
-            "that is where attention catches up with all of the layer's matmuls, the MLP's included (8D); the "
+            "that is where attention catches up with all of the layer's matmuls, the MLP's included; the "
             "question compares it with the four projections alone",
         slip(_projection_match(causal=True), _projection_match()):
             "you halved attention, as a causal kernel would; the question counts the whole T x T product",
@@ -286,21 +319,32 @@ register(Exercise(
 
 # 4.10 ------------------------------------------------------------------------
 
-def _crossover(name: str = "llama-3-70b", causal: bool = False) -> Derivation:
-    return _letters(explain(attention_crossover_seq_len, name, causal=causal))
+#: Qwen2.5-7B, from its published configuration (Qwen/Qwen2.5-7B, config.json on Hugging Face): a model
+#: the chapter's crossover table does not list.
+QWEN_7B = ModelSpec(name="qwen2.5-7b", source="Qwen/Qwen2.5-7B config.json (Hugging Face)",
+                    L=28, D=3584, F=18944, N=28, K=4, H=128, V=152064)
+
+
+def _crossover(spec: ModelSpec = QWEN_7B, causal: bool = False) -> Derivation:
+    return _letters(explain(attention_crossover_seq_len, spec, causal=causal))
 
 
 register(Exercise(
     id="4.10",
-    title="Where LLaMA-3-70B's attention overtakes its matmuls",
+    title="Where Qwen2.5-7B's attention overtakes its matmuls",
     reference=_crossover,
     unit="tokens",
     mistakes={
-        slip(8 * model("llama-3-70b").D, _crossover()):
-            "that is the book's rule T = 8D, which assumes F = 4D, N·H = D and K = N; LLaMA-3-70B's MLP is "
-            "narrower (F = 3.5D) and its keys and values use only 8 heads, so its matmuls are fewer",
+        slip(8 * QWEN_7B.D, _crossover()):
+            "that is the book's rule of thumb, which assumes F = 4D, N·H = D and K = N; work from this "
+            "model's own widths and head counts",
         slip(_crossover(causal=True), _crossover()):
             "you halved attention, as a causal kernel would; the question counts the whole T x T product",
+        slip(_crossover(replace(QWEN_7B, K=QWEN_7B.N)), _crossover()):
+            "you gave the keys and values as many heads as the queries; this model's K and V projections have "
+            "only its key/value heads",
+        slip(_crossover(replace(QWEN_7B, gated=False)), _crossover()):
+            "a gated MLP has three matrices per layer, not two",
     },
 ))
 
@@ -332,7 +376,7 @@ register(Exercise(
             "that is attention's whole training cost; the backward pass needs only its two forward products "
             "again (QKᵀ and the product with V), not its own gradient products, which it does anyway",
         slip(_recomputed(N=model("llama-3-70b").K), _recomputed()):
-            "you used the K = 8 key/value heads; attention's products run over all N = 64 query heads",
+            "you used the key/value heads; attention's products run over every query head",
         slip(_recomputed(L=1), _recomputed()):
             "that is one layer's; every layer recomputes its own attention",
     },
@@ -356,10 +400,11 @@ register(Exercise(
     unit="FLOP",
     mistakes={
         slip(6 * params("llama-3-8b") * _4_12["tokens"], _training_flops()):
-            "that is 6·params·tokens, which leaves out dot-product attention: at T = 8192 it adds a sizeable share",
+            "that is the parameters-times-tokens rule, which leaves out dot-product attention: at this sequence "
+            "length it adds a sizeable share",
         slip(2 * params("llama-3-8b") * _4_12["tokens"], _training_flops()):
-            "that is about a forward pass; the backward pass does twice as much again, so training is about "
-            "6 FLOPs per parameter per token, not 2",
+            "that is about a forward pass alone; training adds the backward pass, which costs more than the "
+            "forward pass",
         slip(_training_flops(causal=True), _training_flops()):
             "you halved attention, as a causal kernel would; the question counts the whole T x T product",
     },
@@ -368,22 +413,33 @@ register(Exercise(
 
 # 4.13 ------------------------------------------------------------------------
 
+#: Mixtral 8x22B, from its published configuration (mistralai/Mixtral-8x22B-v0.1, config.json on Hugging
+#: Face); Mistral quotes 141B parameters, 39B active. The chapter works Mixtral 8x7B.
+MIXTRAL_8X22B = ModelSpec(name="mixtral-8x22b", source="mistralai/Mixtral-8x22B-v0.1 config.json (Hugging Face)",
+                          L=56, D=6144, F=16384, N=48, K=8, H=128, V=32768, E=8, k=2,
+                          published_params=141e9, published_active_params=39e9)
+
+
 def _mixtral_active(**changes) -> Derivation:
-    spec = model("mixtral-8x7b") if not changes else model("mixtral-8x7b").derive("variant", **changes)
+    spec = replace(MIXTRAL_8X22B, **changes)
     return _letters(explain(params, spec, active=True))
 
 
 register(Exercise(
     id="4.13",
-    title="Parameters a Mixtral 8x7B token uses",
+    title="Parameters a Mixtral 8x22B token uses",
     reference=_mixtral_active,
     unit="params",
     mistakes={
-        slip(params("mixtral-8x7b"), _mixtral_active()):
-            "you counted all 8 experts; each token goes through only k = 2 of them (attention and the "
+        slip(params(MIXTRAL_8X22B), _mixtral_active()):
+            "you counted every expert; each token goes through only its chosen few (attention and the "
             "embeddings it uses in full)",
         slip(_mixtral_active(gated=False), _mixtral_active()):
-            "each expert is a gated MLP of three matrices, 3·D·F",
+            "each expert is a gated MLP of three matrices, not two",
+        slip(_mixtral_active(K=MIXTRAL_8X22B.N), _mixtral_active()):
+            "the K and V projections have only the key/value heads, not one per query head",
+        slip(params(replace(MIXTRAL_8X22B, E=None, k=None, published_active_params=None)), _mixtral_active()):
+            "that counts one expert per layer; each token goes through more than one",
     },
 ))
 
@@ -415,11 +471,11 @@ register(Exercise(
     unit="",
     mistakes={
         slip(_utilisation(sparse=True), _utilisation()):
-            "you used the data sheet's 3,026 TFLOPS, which assumes 2:4 structured sparsity; dense matmuls get half",
+            "you used the data sheet's figure, which assumes 2:4 structured sparsity; dense matmuls do not get it",
         slip(_utilisation(per_param_token=2), _utilisation()):
-            "2 FLOPs per parameter per token is the forward pass; training (forward and backward) is 6",
+            "that counts the forward pass only; training adds the backward pass",
         slip(_utilisation(active=False), _utilisation()):
-            "you used all 671B parameters; a token goes through only its experts, 37B parameters",
+            "you used all the parameters; a token goes through only its experts, the activated parameters",
     },
     book=("Q7",),
 ))
@@ -427,25 +483,29 @@ register(Exercise(
 
 # 4.15 ------------------------------------------------------------------------
 
-def _moe_batch(weight_dtype: str = "int8", dense: bool = False) -> Derivation:
-    d = explain(moe_critical_batch_size, "deepseek-v3", "tpu-v5e", weight_dtype=weight_dtype)
+_4_15 = dict(model="mixtral-8x7b", chip="tpu-v5p", weight_dtype="int8")
+
+
+def _moe_batch(weight_dtype: str = _4_15["weight_dtype"], dense: bool = False, chip: str = _4_15["chip"]) -> Derivation:
+    d = explain(moe_critical_batch_size, _4_15["model"], chip, weight_dtype=weight_dtype)
     if dense:
         return d.steps[0]
-    return define(d, {"C": "TPU v5e's peak bf16 rate (the arithmetic runs in bf16)", "W": "its HBM bandwidth"})
+    return define(d, {"C": "TPU v5p's peak bf16 rate (the arithmetic runs in bf16)", "W": "its HBM bandwidth"})
 
 
 register(Exercise(
     id="4.15",
-    title="The batch DeepSeek-V3's experts need to be compute-bound",
+    title="The batch Mixtral 8x7B's experts need to be compute-bound on TPU v5p",
     reference=_moe_batch,
     unit="tokens",
     mistakes={
         slip(_moe_batch(dense=True), _moe_batch()):
-            "that is a dense matmul's critical batch; each expert sees only k/E of the tokens, so the batch "
-            "must be E/k times larger",
+            "that is a dense matmul's critical batch; each expert sees only its share of the tokens, so the "
+            "whole batch must be larger",
         slip(_moe_batch(weight_dtype="bf16"), _moe_batch()):
-            "a factor of 2: the weights are in int8, 1 byte each, so each byte loaded serves twice the FLOPs "
-            "of a bf16 weight",
+            "the weights are int8: each byte loaded serves more FLOPs than a bf16 weight's byte",
+        slip(_moe_batch(chip="tpu-v5e"), _moe_batch()):
+            "the question is about a TPU v5p: use its peak FLOP/s and HBM bandwidth",
     },
     book=("Q8",),
 ))
@@ -453,20 +513,41 @@ register(Exercise(
 
 # 4.16 ------------------------------------------------------------------------
 
-def _training_state(**options) -> Derivation:
-    return _letters(explain(training_state_bytes, "llama-3-70b", **options))
+_4_16 = dict(model="llama-3.1-405b", chip="tpu-v5p", grad_dtype="f32")
 
+
+def _state_chips(**options) -> int:
+    opts = {"grad_dtype": _4_16["grad_dtype"], **options}
+    return int(np.ceil(training_state_bytes(_4_16["model"], **opts) / chip(_4_16["chip"]).hbm_bytes))
+
+
+def _training_state_chips() -> Derivation:
+    """Reference for 4.16: the training state, over one TPU v5p's HBM, rounded up."""
+    n = params(_4_16["model"])
+    count = Derivation("P", "the parameter count of chapter 4's table", "", n, "params",
+                       where=("P: LLaMA-3.1-405B's parameters (sl.params shows each term)",))
+    state = explain(training_state_bytes, _4_16["model"], grad_dtype=_4_16["grad_dtype"])
+    state = replace(state, steps=(count,), formula=state.formula.replace("params", "P"),
+                    substituted=state.numbers.replace(q(n), q(n, "params"), 1))
+    hbm = chip(_4_16["chip"]).hbm_bytes
+    chips = Derivation("chips", "⌈training state / HBM per chip⌉", f"⌈{q(state.value, 'B')} / {q(hbm, 'B')}⌉",
+                       _state_chips(), "chips", (state,), where=("HBM per chip: the memory of one TPU v5p",))
+    return chips
+
+
+assert _state_chips(grad_dtype=None) == _state_chips(optimizer="momentum")
 
 register(Exercise(
     id="4.16",
-    title="Memory for LLaMA-3-70B's training state",
-    reference=_training_state,
-    unit="B",
+    title="The fewest TPU v5p chips that hold LLaMA-3.1-405B's training state",
+    reference=_training_state_chips,
+    unit="chips",
+    integer=True,
     mistakes={
-        slip(_training_state(grad_dtype=None), _training_state()):
-            "you left out the gradients (the book's 10 bytes per parameter does); they take 2 bytes per "
-            "parameter in bf16",
-        slip(_training_state(optimizer="momentum"), _training_state()):
-            "Adam keeps two f32 values per parameter (the first and second moments): 8 bytes, not 4",
+        slip(_state_chips(grad_dtype="bf16"), _state_chips()):
+            "the gradients are kept in f32 here, not bf16",
+        slip(_state_chips(grad_dtype=None), _state_chips()):
+            "either you left out the gradients (they stay in memory until the optimizer has used them) or you "
+            "kept one optimizer value per parameter (Adam keeps two, the first and second moments)",
     },
 ))
