@@ -30,6 +30,7 @@ from ..._inference import generate_step_time_s, max_batch_size, max_batch_within
 from ..._models import model as _model
 from ..._serving import SLICES_2D, cost_per_million_tokens, usd_per_chip_hour
 from ..._specs import chip
+from ..._matmul_plan import plan_matmul
 from ..._topology import gpu_cluster, tpu_slice
 from ..._plan_search import search_plans
 from ..._transformer import params, train_flops
@@ -428,5 +429,48 @@ register(Exercise(
         slip(_pools(efficiency=1.0), _pools()): "a prefill runs at the brief's utilisation, not at peak",
         slip(_pools(in_chips=True), _pools()): "the pools are counted in slices like the brief's, not in chips",
     }, 0.005),
+    per_learner=True,
+))
+
+
+# 11.10: a sharding named, and confirmed against the compiled HLO -----------------
+
+GATHER_EXPR = "In[B_X, D] · W[D_X, F_Y] -> Out[B_X, F_Y]"
+GATHER_MESH = (4, 2)  # X: FSDP, Y: tensor parallelism, 8 devices (chapters 3 and 10 simulate them on CPU)
+GATHER_TOKENS = 4096
+
+
+def _gathered(b=None, *, part="sent") -> Derivation:
+    """Bytes one device sends in the FSDP AllGather of the MLP's in-projection W[D_X, F_Y] on the 4x2 mesh."""
+    b = b or sample()
+    spec = _model(b.model)
+    plan = plan_matmul(GATHER_EXPR, dict(B=GATHER_TOKENS, D=spec.D, F=spec.F), tpu_slice(GATHER_MESH, "tpu-v5e"))
+    (gather,) = plan.steps
+    X, Y = GATHER_MESH
+    value = {"sent": gather.moved_bytes, "V": gather.nbytes, "V_f32": 2 * gather.nbytes,
+             "over_XY": (X * Y - 1) / (X * Y) * gather.nbytes * Y}[part]
+    return Derivation("sent", "(X − 1)/X · V,  V = D·F/Y · 2 bytes",
+                      f"{X - 1}/{X} · {spec.D}·{spec.F}/{Y} · 2 bytes", value, "B",
+                      where=(f"D, F: {b.model}'s model width and MLP width; X, Y: the mesh axes of FSDP ({X} devices) "
+                             f"and tensor parallelism ({Y}); V: the bytes of W[D, F_Y] a gather over X assembles "
+                             f"(bf16); chapter 3's case 2: the contracting dimension D of W is split, so W is "
+                             f"gathered over X before the matmul",))
+
+
+register(Exercise(
+    id="11.10",
+    title="A sharding named, and confirmed by the compiler",
+    reference=lambda: _gathered(),
+    unit="B",
+    rtol=0.01,
+    mistakes=_PerBrief(lambda: {
+        slip(_gathered(part="V"), _gathered()): "a device keeps its own block of W and sends only that block to "
+                                                "the other devices of its X group",
+        slip(_gathered(part="V_f32"), _gathered()): "the compiled HLO on CPU carries bf16 as f32, so its bytes are "
+                                                    "not a TPU's; or the whole weight was counted, though Y splits "
+                                                    "it",
+        slip(_gathered(part="over_XY"), _gathered()): "the gather runs over X only: each device keeps its own "
+                                                      "part of F along Y",
+    }, 0.01),
     per_learner=True,
 ))
