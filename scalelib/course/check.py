@@ -7,11 +7,16 @@ a learner's answer with it and prints one verdict:
 * correct: a confirmation with its reasoning (the derivation of a number, the
   reason for a choice, the formula of a function);
 * wrong: which way the answer is off and roughly how far (a few percent, tens of
-  percent, several times, orders of magnitude), and, when the ratio of the answer
-  to the reference matches a slip (one the exercise registers, or a common one
-  that fits the answer's unit), which slip it probably was. It never prints a
-  figure derived from the reference, so the feedback cannot be turned back into
-  the answer; a list is checked value by value;
+  percent, several times, orders of magnitude), and, when a slip applied to the
+  reference computation gives the answer (one the exercise registers, by the value
+  its wrong method computes; or a common one about a quantity the exercise
+  involves, ``involves=``, or about the answer's unit), which slip it probably
+  was, every slip of that same value named. It never prints a figure derived from
+  the reference, so the feedback cannot be turned back into the answer; a list is
+  checked value by value;
+* a count (``integer=True``) is checked exactly, a whole number only; a range the
+  question states (``accept=(low, high)``) replaces the tolerance; a choice is read
+  without regard to case, spaces, hyphens, underscores or "+" versus "and";
 * ``None`` (or a function that still raises NotImplementedError): "not attempted".
 
 It never raises on a bad answer, so a learner's notebook always runs to the end.
