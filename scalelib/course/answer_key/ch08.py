@@ -31,7 +31,7 @@ from ..._inference import (
 )
 from ..._models import model
 from ..._parallelism import tensor_parallel_max_degree
-from ..._roofline import critical_batch_size
+from ..._roofline import critical_batch_size, critical_intensity
 from ..._serving import (
     _sizes,
     cost_per_million_tokens,
@@ -251,12 +251,12 @@ _CASES = [("bf16", "bf16"), ("bf16", "int8"), ("int8", "int8")]  # (arithmetic, 
 
 def _critical() -> Derivation:
     values = np.array([critical_batch_size(V4P, dtype=c, weight_dtype=w) for c, w in _CASES])
-    d0 = define(explain(critical_batch_size, V4P, dtype="bf16", weight_dtype="int8"),
-                {"C": "a TPU v4p's peak rate in the arithmetic's dtype", "W": "its HBM bandwidth"})
-    return Derivation("[B_crit]", "(C / W) · w / 2 for each (weights, arithmetic)",
-                      "[bf16/bf16, int8/bf16, int8/int8]", values, "tokens", (d0,),
-                      where=("w: bytes per weight; 2: FLOPs per weight and token; a v4p computes int8 no faster "
-                             "than bf16, so C is the same in all three",))
+    ridge = define(explain(critical_intensity, V4P), {"C": "a TPU v4p's bf16 peak (its int8 rate is the same)",
+                                                       "W": "its HBM bandwidth"})
+    return Derivation("[B_crit]", "I_crit · w / 2 for each (weights, arithmetic)",
+                      f"{q(ridge.value)} · [2, 1, 1] / 2", values, "tokens", (ridge,),
+                      where=("w: bytes per weight (bf16/bf16, int8/bf16, int8/int8); 2: FLOPs per weight and token; "
+                             "C, and so I_crit, is the same in all three",))
 
 
 register(Exercise(
@@ -477,12 +477,16 @@ register(Exercise(
 def _ratio(batch=None, efficiency=0.4, with_kv=True, inverse=False) -> Derivation:
     v6e = _v6e((2, 2))
     B = _generate_batch() if batch is None else batch
-    t_prefill = explain(prefill_time_s, LLAMA, v6e, tokens=SHORT, weight_dtype="int8", efficiency=efficiency,
-                        attention=False)
+    prefill = prefill_time_s(LLAMA, v6e, tokens=SHORT, weight_dtype="int8", efficiency=efficiency, attention=False)
+    t_prefill = Derivation("T_prefill", "2·P·T / (e·N·C)",
+                           f"2·{q(params(LLAMA))}·{SHORT} / ({q(efficiency)}·{v6e.num_chips}·"
+                           f"{q(v6e.spec.bf16_flops_per_s, 'FLOP/s')})", prefill, "s",
+                           where=("T: tokens per prompt; e: the share of the peak reached; N: chips; "
+                                  "C: a chip's bf16 peak",))
     t_step = explain(generate_step_time_s, LLAMA, v6e, batch=_generate_batch(), context=SHORT if with_kv else 0,
                      weight_dtype="int8")
     d = explain(prefill_to_generate_ratio, t_prefill.value, t_step.value, batch=B, output_tokens=ANSWER_TOKENS)
-    d = after(replace(d, symbol="servers_prefill / servers_generate"), t_prefill, t_step)
+    d = after(replace(d, symbol="servers_prefill / servers_generate"), t_step, t_prefill)
     return d if not inverse else Derivation("G/P", "", "", 1 / d.value, "servers", (d,))
 
 
@@ -494,7 +498,8 @@ register(Exercise(
     mistakes={
         slip(_ratio(batch=1), _ratio()):
             "a generate server finishes its whole batch of requests every answer's worth of steps, not one",
-        slip(_ratio(efficiency=1.0), _ratio()): "the prefill servers run at 40% of the peak, not all of it",
+        slip(_ratio(efficiency=1.0), _ratio()):
+            "the prefill servers reach only the share of the peak the question gives, not all of it",
         slip(_ratio(with_kv=False), _ratio()):
             "the generate step reads the caches too, not only the weights: with the memory full they are a large "
             "part of it",
