@@ -111,6 +111,7 @@ register(Exercise(
     title="Hops between two chips of a torus, as a function",
     reference=lambda: _torus_hops,
     unit="hops",
+    integer=True,
     kind="function",
     rtol=1e-9,
     cases=(
