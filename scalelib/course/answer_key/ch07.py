@@ -386,8 +386,11 @@ def _speculative(k: int | None = None) -> Derivation:
     if k is None:
         k = min(KS, key=lambda j: speculative_time_per_token_s("llama-3-70b", _v5e(), k=j, **SPEC))
     d = explain(speculative_time_per_token_s, "llama-3-70b", _v5e(), k=k, **SPEC)
-    d = replace(d, where=d.where + (f"k = {k} gives the lowest time per token of k = 1 to 8",))
-    return _letters(_short(d))
+    said = {"T_draft": "a generate step of the drafter at batch 32 (the step model of chapter 7)",
+            "T_check": f"a step of the large model checking {k + 1} positions per sequence (the same step model)"}
+    steps = tuple(Derivation(st.symbol, said[st.symbol], "", st.value, st.unit) if st.symbol in said else st
+                  for st in d.steps)
+    return replace(d, steps=steps, where=d.where + (f"k = {k} gives the lowest time per token of k = 1 to 8",))
 
 
 register(Exercise(
