@@ -230,9 +230,9 @@ register(Exercise(
     unit="chips",
     integer=True,
     mistakes=_PerBrief(lambda: {
-        slip(_slice(mfu=1.0), _slice()): "the plan search prices a step at peak; the brief plans at its MFU",
         slip(_chips(), _slice()): "that is the deadline formula's count; the slice must come in a size the chip "
                                   "is offered in, and its best searched plan must meet the deadline",
+        slip(_slice(mfu=1.0), _slice()): "the plan search prices a step at peak; the brief plans at its MFU",
     }, 0.005),
     per_learner=True,
 ))
@@ -297,13 +297,13 @@ register(Exercise(
     title="What the planned run costs",
     reference=lambda: _slice_cost(),
     unit="USD",
-    rtol=0.01,
+    rtol=0.002,  # the same sum as the reference; billing to a deadline a day later is off by more
     mistakes=_PerBrief(lambda: {
         slip(_formula_cost(), _slice_cost()): "that prices the deadline formula's FLOPs on the chips it needs; "
                                               "bill the slice of 11.3 for the days its plan takes",
         slip(_slice_cost(billed_to_deadline=True), _slice_cost()): "the slice is billed for the days the run "
                                                                    "takes, not until the deadline",
-    }, 0.01),
+    }, 0.002),
     per_learner=True,
 ))
 
@@ -335,6 +335,8 @@ register(Exercise(
     mistakes=_PerBrief(lambda: {
         slip(_memory_batch(), _batch()): "that batch fits in memory, but a step over it takes longer than the "
                                          "latency target",
+        slip(_batch(name=sample().serve_chip), _batch()): "that is the batch of the brief's own serving slice; "
+                                                           "this asks the other chip, on its own slice",
     }, 0.005),
     per_learner=True,
 ))
@@ -367,6 +369,9 @@ register(Exercise(
     mistakes=_PerBrief(lambda: {
         slip(_usd_per_million(per_slice=True), _usd_per_million()): "the slice's tokens per second are shared "
                                                                      "by all its chips, each billed by the hour",
+        slip(_usd_per_million(name=sample().serve_chip), _usd_per_million()): "that is the brief's own serving "
+                                                                               "chip; this asks the other chip, on "
+                                                                               "its own slice",
     }, 0.02),
     per_learner=True,
 ))
