@@ -21,6 +21,7 @@ from ..._models import ModelSpec, model
 from ..._specs import chip
 from ..._roofline import critical_intensity, matmul_flops
 from ..._transformer import (
+    param_bytes,
     attention_crossover_seq_len,
     attention_intensity,
     forward_flops,
@@ -119,38 +120,52 @@ register(Exercise(
 
 # 4.4 -------------------------------------------------------------------------
 
-_4_4 = dict(model="llama-3.1-405b", sequences=16, T=16384, dtype="int8")
+_4_4 = dict(model="llama-3.1-405b", T=16384, dtype="int8", chip="tpu-v5p", chips=16)
 
 
-def _kv_batch(**changes) -> float:
+def _fitting_sequences(weight_dtype=_4_4["dtype"], kv_dtype=_4_4["dtype"], weights=True, **changes) -> int:
+    """Whole sequences of T tokens whose KV cache fits in the slice's HBM beside the weights."""
     spec = model(_4_4["model"]) if not changes else model(_4_4["model"]).derive("variant", **changes)
-    return kv_cache_bytes(spec, tokens=_4_4["sequences"] * _4_4["T"], dtype=_4_4["dtype"])
+    free = _4_4["chips"] * chip(_4_4["chip"]).hbm_bytes - (param_bytes(_4_4["model"], dtype=weight_dtype) if weights else 0)
+    return int(free // kv_cache_bytes(spec, tokens=_4_4["T"], dtype=kv_dtype))
+
+
+def _fitting_sequences_reference() -> Derivation:
+    """Reference for 4.4: the HBM left after the int8 weights, over one sequence's int8 cache, rounded down."""
+    hbm = _4_4["chips"] * chip(_4_4["chip"]).hbm_bytes
+    n = params(_4_4["model"])
+    weights = Derivation("weights", "P · bytes per int8 value", f"{q(n, 'params')} · 1", param_bytes(
+        _4_4["model"], dtype=_4_4["dtype"]), "B", where=("P: LLaMA-3.1-405B's parameters, counted as in chapter 4",))
+    cache = explain(kv_cache_bytes, _4_4["model"], tokens=_4_4["T"], dtype=_4_4["dtype"])
+    value = _fitting_sequences()
+    d = Derivation("sequences", "⌊(HBM − weights) / KV cache⌋",
+                   f"⌊({q(hbm, 'B')} − {q(weights.value, 'B')}) / {q(cache.value, 'B')}⌋", value, "sequences",
+                   (weights, cache), where=(f"HBM: the {_4_4['chips']} chips' memory together",))
+    return _letters(d)
 
 
 register(Exercise(
     id="4.4",
-    title="KV cache of a batch of long LLaMA-3.1-405B sequences, in int8",
-    reference=lambda: _letters(explain(kv_cache_bytes, _4_4["model"], tokens=_4_4["sequences"] * _4_4["T"],
-                                       dtype=_4_4["dtype"])),
-    unit="B",
+    title="How many long LLaMA-3.1-405B sequences a TPU v5p slice can cache",
+    reference=_fitting_sequences_reference,
+    unit="sequences",
+    integer=True,
     mistakes={
-        slip(_kv_batch(K=model(_4_4["model"]).N), _kv_batch()):
+        slip(_fitting_sequences(K=model(_4_4["model"]).N), _fitting_sequences()):
             "you cached every query head; grouped-query attention caches only the key/value heads",
-        slip(kv_cache_bytes(_4_4["model"], tokens=_4_4["sequences"] * _4_4["T"], dtype="bf16"), _kv_batch()):
-            "the cache is int8: check the bytes per value",
-        slip(_kv_batch() / 2, _kv_batch()):
-            "each key/value head caches two vectors per token, a key and a value",
-        slip(_kv_batch() / _4_4["sequences"], _kv_batch()):
-            "that is one sequence's cache; the batch holds several",
-        slip(_kv_batch(L=1), _kv_batch()):
-            "that is one layer's share; every layer caches its own keys and values",
+        slip(_fitting_sequences(kv_dtype="bf16"), _fitting_sequences()):
+            "the cache is int8: check its bytes per value",
+        slip(_fitting_sequences(weight_dtype="bf16"), _fitting_sequences()):
+            "the weights are int8: check their bytes per value",
+        slip(_fitting_sequences(weights=False), _fitting_sequences()):
+            "the weights take their share of the HBM first; only what is left holds the caches",
     },
 ))
 
 
 # 4.5 -------------------------------------------------------------------------
 
-_4_5 = dict(B=16384, D=8192, F=32768)
+_4_5 = dict(B=24576, D=8192, F=32768)
 _4_5_MESH = {"X": 4, "Y": 8, "Z": 4}
 
 
@@ -265,7 +280,7 @@ def _decode_intensity(G: float | None = None, T: int | None = None) -> Derivatio
 
 register(Exercise(
     id="4.8",
-    title="Attention's intensity while LLaMA-3.1-405B verifies drafted tokens",
+    title="Attention's intensity while LLaMA-3.1-405B verifies drafted tokens (warm-up)",
     reference=_decode_intensity,
     unit="FLOP/B",
     mistakes={
@@ -325,25 +340,42 @@ QWEN_7B = ModelSpec(name="qwen2.5-7b", source="Qwen/Qwen2.5-7B config.json (Hugg
                     L=28, D=3584, F=18944, N=28, K=4, H=128, V=152064)
 
 
-def _crossover(spec: ModelSpec = QWEN_7B, causal: bool = False) -> Derivation:
-    return _letters(explain(attention_crossover_seq_len, spec, causal=causal))
+def _crossover_with(spec: ModelSpec = QWEN_7B, matmuls=("mlp", "attention", "embeddings"), causal=False) -> float:
+    """T at which dot-product attention's training FLOPs equal those of `matmuls` (all per token)."""
+    per_position = train_flops(spec, seq_len=1, component="dot_product", causal=causal)
+    return sum(train_flops(spec, seq_len=1, component=c) for c in matmuls) / per_position
+
+
+def _crossover() -> Derivation:
+    """Reference for 4.10: the crossover with every matmul, the unembedding included."""
+    parts = [explain(train_flops, QWEN_7B, seq_len=1, component=c) for c in ("mlp", "attention", "embeddings")]
+    per_position = explain(train_flops, QWEN_7B, seq_len=1, component="dot_product")
+    total = sum(p.value for p in parts)
+    value = _crossover_with()
+    assert abs(total / per_position.value / value - 1) < 1e-12
+    d = Derivation("T*", "FLOPs_train(matmuls, unembedding included) / FLOPs_train(dot_product, T = 1)",
+                   f"{q(total, 'FLOP')} / {q(per_position.value, 'FLOP')}", value, "tokens", (*parts, per_position),
+                   where=("both per token; attention's FLOPs per token grow in proportion to T",))
+    return _letters(d)
 
 
 register(Exercise(
     id="4.10",
-    title="Where Qwen2.5-7B's attention overtakes its matmuls",
+    title="Where Qwen2.5-7B's attention overtakes all its matmuls, the unembedding included",
     reference=_crossover,
     unit="tokens",
     mistakes={
-        slip(8 * QWEN_7B.D, _crossover()):
-            "that is the book's rule of thumb, which assumes F = 4D, N·H = D and K = N; work from this "
-            "model's own widths and head counts",
-        slip(_crossover(causal=True), _crossover()):
+        slip(_crossover_with(matmuls=("mlp", "attention")), _crossover_with()):
+            "that leaves out the unembedding, the one matmul outside the layers; the question counts it",
+        slip(8 * QWEN_7B.D, _crossover_with()):
+            "that is the book's rule of thumb, which assumes F = 4D, N·H = D and K = N and no unembedding; work "
+            "from this model's own widths and head counts",
+        slip(_crossover_with(causal=True), _crossover_with()):
             "you halved attention, as a causal kernel would; the question counts the whole T x T product",
-        slip(_crossover(replace(QWEN_7B, K=QWEN_7B.N)), _crossover()):
+        slip(_crossover_with(replace(QWEN_7B, K=QWEN_7B.N)), _crossover_with()):
             "you gave the keys and values as many heads as the queries; this model's K and V projections have "
             "only its key/value heads",
-        slip(_crossover(replace(QWEN_7B, gated=False)), _crossover()):
+        slip(_crossover_with(replace(QWEN_7B, gated=False)), _crossover_with()):
             "a gated MLP has three matrices per layer, not two",
     },
 ))
@@ -386,27 +418,44 @@ register(Exercise(
 
 # 4.12 ------------------------------------------------------------------------
 
-_4_12 = dict(seq_len=8192, tokens=15e12)
+_4_12 = dict(seq_len=8192, tokens=15e12, chip="tpu-v5p", chips=4096, mfu=0.45)
 
 
-def _training_flops(causal: bool = False) -> Derivation:
-    return _letters(explain(train_flops, "llama-3-8b", causal=causal, **_4_12))
+def _training_time_s(flops: float | None = None, mfu: float = _4_12["mfu"]) -> float:
+    flops = train_flops("llama-3-8b", seq_len=_4_12["seq_len"], tokens=_4_12["tokens"]) if flops is None else flops
+    return flops / (_4_12["chips"] * chip(_4_12["chip"]).bf16_flops_per_s * mfu)
+
+
+def _training_time() -> Derivation:
+    """Reference for 4.12: the training FLOPs, attention included, over the chips' useful rate."""
+    flops = _letters(explain(train_flops, "llama-3-8b", seq_len=_4_12["seq_len"], tokens=_4_12["tokens"]))
+    C = chip(_4_12["chip"]).bf16_flops_per_s
+    d = Derivation("T_train", "FLOPs_train / (chips · C · MFU)",
+                   f"{q(flops.value, 'FLOP')} / ({_4_12['chips']} · {q(C, 'FLOP/s')} · {_4_12['mfu']})",
+                   _training_time_s(), "s", (flops,),
+                   where=("C: a TPU v5p's peak bf16 rate; MFU: the share of it the run achieves",))
+    return d
 
 
 register(Exercise(
     id="4.12",
-    title="Training LLaMA-3-8B on 15T tokens, attention included",
-    reference=_training_flops,
-    unit="FLOP",
+    title="Training LLaMA-3-8B on 15T tokens, attention included: how long on 4096 TPU v5p",
+    reference=_training_time,
+    unit="s",
+    involves=frozenset(),
     mistakes={
-        slip(6 * params("llama-3-8b") * _4_12["tokens"], _training_flops()):
+        slip(_training_time_s(6 * params("llama-3-8b") * _4_12["tokens"]), _training_time_s()):
             "that is the parameters-times-tokens rule, which leaves out dot-product attention: at this sequence "
             "length it adds a sizeable share",
-        slip(2 * params("llama-3-8b") * _4_12["tokens"], _training_flops()):
+        slip(_training_time_s(forward_flops("llama-3-8b", seq_len=_4_12["seq_len"], tokens=_4_12["tokens"])),
+             _training_time_s()):
             "that is about a forward pass alone; training adds the backward pass, which costs more than the "
             "forward pass",
-        slip(_training_flops(causal=True), _training_flops()):
+        slip(_training_time_s(train_flops("llama-3-8b", seq_len=_4_12["seq_len"], tokens=_4_12["tokens"],
+                                          causal=True)), _training_time_s()):
             "you halved attention, as a causal kernel would; the question counts the whole T x T product",
+        slip(_training_time_s(mfu=1.0), _training_time_s()):
+            "that is at the chips' peak; the run achieves only part of it",
     },
 ))
 
@@ -420,26 +469,31 @@ MIXTRAL_8X22B = ModelSpec(name="mixtral-8x22b", source="mistralai/Mixtral-8x22B-
                           published_params=141e9, published_active_params=39e9)
 
 
-def _mixtral_active(**changes) -> Derivation:
+def _mixtral_share(**changes) -> float:
     spec = replace(MIXTRAL_8X22B, **changes)
-    return _letters(explain(params, spec, active=True))
+    return params(spec, active=True) / params(spec)
+
+
+def _mixtral_active() -> Derivation:
+    """Reference for 4.13: the parameters a token uses over all of them."""
+    used = replace(explain(params, MIXTRAL_8X22B, active=True), symbol="P_used")
+    total = replace(explain(params, MIXTRAL_8X22B), symbol="P")
+    share = Derivation("share used", "P_used / P", f"{q(used.value)} / {q(total.value)}", used.value / total.value,
+                       "", (used, total))
+    return _letters(share)
 
 
 register(Exercise(
     id="4.13",
-    title="Parameters a Mixtral 8x22B token uses",
+    title="The share of Mixtral 8x22B's parameters a token uses",
     reference=_mixtral_active,
-    unit="params",
+    unit="",
     mistakes={
-        slip(params(MIXTRAL_8X22B), _mixtral_active()):
-            "you counted every expert; each token goes through only its chosen few (attention and the "
-            "embeddings it uses in full)",
-        slip(_mixtral_active(gated=False), _mixtral_active()):
+        slip(MIXTRAL_8X22B.k / MIXTRAL_8X22B.E, _mixtral_share()):
+            "that is the share of the experts a token uses; attention, the router, the norms and the embeddings "
+            "serve every token, so the share of all parameters is larger",
+        slip(_mixtral_share(gated=False), _mixtral_share()):
             "each expert is a gated MLP of three matrices, not two",
-        slip(_mixtral_active(K=MIXTRAL_8X22B.N), _mixtral_active()):
-            "the K and V projections have only the key/value heads, not one per query head",
-        slip(params(replace(MIXTRAL_8X22B, E=None, k=None, published_active_params=None)), _mixtral_active()):
-            "that counts one expert per layer; each token goes through more than one",
     },
 ))
 
@@ -495,7 +549,7 @@ def _moe_batch(weight_dtype: str = _4_15["weight_dtype"], dense: bool = False, c
 
 register(Exercise(
     id="4.15",
-    title="The batch Mixtral 8x7B's experts need to be compute-bound on TPU v5p",
+    title="The batch Mixtral 8x7B's experts need to be compute-bound on TPU v5p (warm-up)",
     reference=_moe_batch,
     unit="tokens",
     mistakes={
