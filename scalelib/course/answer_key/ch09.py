@@ -322,8 +322,8 @@ register(Exercise(
             "those are the per-device shapes the HLO prints; the replica groups tell how many devices share "
             "each dimension",
         slip(_PER_DEVICE * [4, 1, 2], _global_shapes()):
-            "you swapped the two axes: the all-reduce sums over the 4 devices of each group, which hold different "
-            "pieces of the contracting dimension F; the 2 groups hold different examples",
+            "you swapped the two axes: the all-reduce sums over the devices of each group, which hold different "
+            "pieces of the contracting dimension F; the different groups hold different examples",
     },
     book=("Q1",),
 ))
