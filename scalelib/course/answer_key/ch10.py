@@ -288,7 +288,7 @@ register(Exercise(
 
 # 10.9 ------------------------------------------------------------------------
 
-_STEP = dict(B=2048, D=8192, F=28672, X=4, Y=4)  # LLaMA-3-70B's MLP widths, a 4x4 mesh of TPU v5p
+_STEP = dict(B=2048, D=5120, F=13824, X=4, Y=4)  # LLaMA-2-13B's MLP widths, a 4x4 mesh of TPU v5p
 
 
 def _step_times(value_bytes: int = 2, two_way_share: float = 0.5, two_way_directions: int = 1,
@@ -323,7 +323,7 @@ def _collective_matmul_step() -> Derivation:
     result = Derivation("answer", "[T_one_way, T_two_ways, T_matmul]", "", _step_times(), "s",
                         (v_blk, one_way, two_ways, flops, math))
     return define(result, {"b": "bytes per bf16 value",
-                           "B, D, F": "LLaMA-3-70B's tokens, model width and MLP width",
+                           "B, D, F": "the tokens, and LLaMA-2-13B's model width and MLP width",
                            "X, Y": "the mesh's axes (4 each); a step moves one block of In[B_X, D_Y]",
                            "W": "one ICI link's one-way bandwidth on a TPU v5p",
                            "C": "the TPU v5p's bf16 peak"})
