@@ -62,23 +62,24 @@ def _dtype_of_size(size: float) -> str:
 
 # 12.1 ------------------------------------------------------------------------
 
-def _b200_intensities() -> Derivation:
-    """Reference for 12.1: [bf16, fp8] critical intensities of a B200."""
-    both = tuple(explain(critical_intensity, "b200", dtype=dtype) for dtype in ("bf16", "fp8"))
-    d = Derivation("[bf16, fp8]", "[I_crit(b200, bf16, hbm), I_crit(b200, fp8, hbm)]", "",
+def _fp8_intensities(chips=("h200", "b200"), dtype="fp8") -> Derivation:
+    """Reference for 12.1: the fp8 critical intensities of an H200 and a B200."""
+    both = tuple(explain(critical_intensity, name, dtype=dtype) for name in chips)
+    d = Derivation("[H200, B200]", "[I_crit(h200, fp8, hbm), I_crit(b200, fp8, hbm)]", "",
                    np.array([x.value for x in both]), "FLOP/B", both)
-    return define(d, {"C": "the B200's peak rate in that dtype", "W": "its HBM bandwidth"})
+    return define(d, {"C": "the chip's peak fp8 rate", "W": "its HBM bandwidth"})
 
 
 register(Exercise(
     id="12.1",
-    title="Critical intensities of a B200 in bf16 and in fp8 (warm-up)",
-    reference=_b200_intensities,
+    title="Critical intensities of an H200 and a B200 in fp8 (warm-up)",
+    reference=_fp8_intensities,
     unit="FLOP/B",
     mistakes={
-        slip([critical_intensity("h100", dtype=d) for d in ("bf16", "fp8")],
-             [critical_intensity("b200", dtype=d) for d in ("bf16", "fp8")]):
-            "those are the H100's; take the B200's rates and HBM bandwidth from `sl.chip('b200')`",
+        slip(_fp8_intensities(dtype="bf16"), _fp8_intensities()):
+            "those are the bf16 intensities; take each chip's fp8 rate (`fp8_flops_per_s`)",
+        slip(_fp8_intensities(chips=("h100", "b200")), _fp8_intensities()):
+            "the first is the H100's; the H200 has the same tensor cores but faster HBM",
     },
     book=("Quiz 1 Q3",),
 ))
@@ -117,36 +118,39 @@ register(Exercise(
 # 12.3 ------------------------------------------------------------------------
 
 def _onchip_fast_memory() -> Derivation:
-    """Reference for 12.3: (SMEM + register file) per SM, times the SMs of an H100.
+    """Reference for 12.3: (SMEM + register file) per SM, times the SMs of an A100.
 
     On-chip memories are stored in binary bytes (256 KiB each), so the derivation reads them in KiB
     and gives the total in MiB before the decimal figure every byte count is printed in.
     """
-    h100 = chip("h100")
-    smem, regs = h100.fast_mem_bytes_per_core, h100.registers_bytes_per_core
+    a100 = chip("a100")
+    smem, regs = a100.fast_mem_bytes_per_core, a100.registers_bytes_per_core
     per_sm = smem + regs
-    value = h100.cores * per_sm
+    value = a100.cores * per_sm
     kib = lambda x: fmt(x, "B", binary=True)  # noqa: E731
     return Derivation("SMEM + registers", "SMs · (SMEM per SM + registers per SM)",
-                      f"{h100.cores} · ({kib(smem)} + {kib(regs)}) = {h100.cores} · {kib(per_sm)} = {kib(value)}",
+                      f"{a100.cores} · ({kib(smem)} + {kib(regs)}) = {a100.cores} · {kib(per_sm)} = {kib(value)}",
                       value, "B", where=("SM: a streaming multiprocessor; SMEM: an SM's shared memory (on-chip "
                                          "memories are counted in binary bytes: 1 KiB = 1024 B)",))
 
 
-_H100 = chip("h100")
+_A100 = chip("a100")
 
 register(Exercise(
     id="12.3",
-    title="An H100's SMEM and registers, all SMs together",
+    title="An A100's SMEM and registers, all SMs together",
     reference=_onchip_fast_memory,
     unit="B",
     involves=set(),
     mistakes={
-        slip(_H100.cores * _H100.fast_mem_bytes_per_core, _onchip_fast_memory()):
-            "you counted one of the two: each SM has its shared memory (SMEM) and a register file "
-            "about as large",
-        slip(_H100.fast_mem_bytes_per_core + _H100.registers_bytes_per_core, _onchip_fast_memory()):
-            "that is one SM's memory; multiply by the number of SMs for the whole chip",
+        slip(_A100.cores * _A100.fast_mem_bytes_per_core, _onchip_fast_memory()):
+            "you counted the shared memory (SMEM) only; each SM also has its register file",
+        slip(_A100.fast_mem_bytes_per_core + _A100.registers_bytes_per_core, _onchip_fast_memory()):
+            "that is one SM's memory; the chip has many SMs, each with its own",
+        slip(_A100.cores * _A100.registers_bytes_per_core, _onchip_fast_memory()):
+            "you counted the register files only; each SM also has its shared memory (SMEM)",
+        slip(2 * _A100.cores * _A100.fast_mem_bytes_per_core, _onchip_fast_memory()):
+            "on an A100 the register file and the shared memory of an SM are not the same size: add the two",
     },
     book=("Quiz 1 Q5",),
 ))
@@ -203,7 +207,7 @@ register(Exercise(
 
 # 12.6 ------------------------------------------------------------------------
 
-_12_6 = dict(M=6144, N=6144, K=8192, bm=128, bn=256)
+_12_6 = dict(M=5120, N=5120, K=8192, bm=128, bn=256)
 
 
 def _wave_efficiency() -> Derivation:
@@ -433,21 +437,26 @@ register(Exercise(
 
 # 12.13 -----------------------------------------------------------------------
 
+_12_13_NODES = (1, 4)  # one node, and four nodes under one leaf switch
+
+
 def _dp_batches(spec="b200") -> np.ndarray:
-    """[inside one node, across nodes] data-parallel critical batches of B200 nodes (or of a slip's variant)."""
-    return np.array([data_parallel_critical_batch(gpu_cluster(n, spec)) for n in (1, 2)])
+    """[one node, four nodes] data-parallel critical batches of B200 nodes, each ring counted exactly (or of a
+    slip's variant)."""
+    return np.array([hierarchical_data_parallel_critical_batch(gpu_cluster(n, spec)) for n in _12_13_NODES])
 
 
 def _dp_batches_derivation() -> Derivation:
     """Reference for 12.13, with both thresholds derived."""
-    inside, across = (explain(data_parallel_critical_batch, gpu_cluster(n, "b200")) for n in (1, 2))
-    return Derivation("[inside one node, across nodes]", "[B_crit per chip (1 node), B_crit per chip (2 nodes)]", "",
+    inside, across = (explain(hierarchical_data_parallel_critical_batch, gpu_cluster(n, "b200"))
+                      for n in _12_13_NODES)
+    return Derivation("[one node, four nodes]", "[B_crit per GPU (1 node), B_crit per GPU (4 nodes)]", "",
                       np.array([inside.value, across.value]), "tokens", (inside, across))
 
 
 register(Exercise(
     id="12.13",
-    title="Data-parallel critical batch on B200s, inside a node and across nodes",
+    title="Data-parallel critical batch on B200s, each ring counted exactly: one node and four",
     reference=_dp_batches_derivation,
     unit="tokens",
     mistakes={
@@ -456,6 +465,9 @@ register(Exercise(
             "one NIC alone gives 50 GB/s (bits versus bytes)",
         slip(_dp_batches(_variant("b200", nvlink=2)), _dp_batches()):
             "a factor of 2: NVLink's 900 GB/s per B200 is per direction, not the bidirectional total",
+        slip(np.array([data_parallel_critical_batch(gpu_cluster(n, "b200")) for n in _12_13_NODES]), _dp_batches()):
+            "those are the large-group approximations; the question counts each ring exactly, with the share of "
+            "the bytes that crosses each level for the members of that ring",
     },
     book=("Quiz 5 Q1",),
 ))
@@ -473,7 +485,7 @@ register(Exercise(
     mistakes={
         slip(tensor_parallel_max_degree(_12_14_F, gpu_cluster(1, _variant("b200", nvlink=2))),
              tensor_parallel_max_degree(_12_14_F, gpu_cluster(1, "b200"))):
-            "a factor of 2: use NVLink's one-way 900 GB/s per B200, not the 1.8 TB/s bidirectional total",
+            "use NVLink's one-way figure per B200 (`scale_up_bytes_per_s_per_gpu`), not the bidirectional total",
         slip(tensor_parallel_max_degree(_12_14_F, _NODE), tensor_parallel_max_degree(_12_14_F, gpu_cluster(1, "b200"))):
             "you used the H100's figures; take the B200's `bf16_flops_per_s` and `scale_up_bytes_per_s_per_gpu`",
     },
@@ -554,37 +566,38 @@ register(Exercise(
 
 # 12.18 -----------------------------------------------------------------------
 
-_12_18_CHIPS = ("h100", "b200", "tpu-v5p")
+_12_18_CHIPS = ("a100", "v100")
 
 
 def _vector_alu_counts() -> Derivation:
-    """Reference for 12.18: the fp32 vector ALUs of an H100, a B200 and a TPU v5p."""
+    """Reference for 12.18: the fp32 CUDA cores of an A100 and a V100."""
     parts = tuple(explain(vector_alus, name) for name in _12_18_CHIPS)
-    return Derivation("[H100, B200, TPU v5p]", "[ALUs(h100), ALUs(b200), ALUs(tpu-v5p)]", "",
+    return Derivation("[A100, V100]", "[ALUs(a100), ALUs(v100)]", "",
                       np.array([p.value for p in parts]), "ALUs", parts)
 
 
-def _alus_per_core(quadrants: float = 1.0, per_core: bool = False) -> np.ndarray:
-    """12.18's slips: one quadrant of 32 per SM (`quadrants` = 1/4), or one core's ALUs (`per_core`)."""
+def _alus(per_sm: float | None = None, per_core: bool = False) -> np.ndarray:
+    """12.18's slips: an H100's 128 CUDA cores per SM (`per_sm`=128), or one SM's cores (`per_core`)."""
     out = []
     for name in _12_18_CHIPS:
         spec = chip(name)
-        alus = spec.vector_alus_per_core * (quadrants if spec.family == "gpu" else 1)
+        alus = spec.vector_alus_per_core if per_sm is None else per_sm
         out.append(alus if per_core else spec.cores * alus)
     return np.array(out, dtype=float)
 
 
 register(Exercise(
     id="12.18",
-    title="CUDA cores of an H100 and a B200, vector ALUs of a TPU v5p (warm-up)",
+    title="CUDA cores of an A100 and a V100 (warm-up)",
     reference=_vector_alu_counts,
     unit="ALUs",
     integer=True,
     mistakes={
-        slip(_alus_per_core(quadrants=1 / 4), _vector_alu_counts()):
-            "an SM has four quadrants (subpartitions), each with 32 fp32 CUDA cores: 128 per SM",
-        slip(_alus_per_core(per_core=True), _vector_alu_counts()):
-            "that is one SM's or one TensorCore's ALUs; multiply by the SMs (`cores`) of the chip",
+        slip(_alus(per_sm=chip("h100").vector_alus_per_core), _vector_alu_counts()):
+            "that counts an H100's CUDA cores per SM; Volta's and Ampere's SMs have fewer fp32 cores in each "
+            "quadrant (`vector_alus_per_core`)",
+        slip(_alus(per_core=True), _vector_alu_counts()):
+            "that is one SM's CUDA cores; multiply by the SMs (`cores`) of the chip",
     },
     book=("Quiz 1 Q1",),
 ))
@@ -592,25 +605,26 @@ register(Exercise(
 
 # 12.19 -----------------------------------------------------------------------
 
-def _h100_vector_rates() -> Derivation:
-    """Reference for 12.19: an H100's fp32 vector rate at its base and boost clocks, one op per ALU per cycle."""
-    parts = tuple(explain(vector_flops_per_s, "h100", clock=c) for c in ("base", "boost"))
+def _a100_vector_rates() -> Derivation:
+    """Reference for 12.19: an A100's fp32 vector rate at its base and boost clocks, one op per ALU per cycle."""
+    parts = tuple(explain(vector_flops_per_s, "a100", clock=c) for c in ("base", "boost"))
     return Derivation("[base, boost]", "[C_vec at the base clock, C_vec at the boost clock]", "",
                       np.array([p.value for p in parts]), "FLOP/s", parts)
 
 
 register(Exercise(
     id="12.19",
-    title="An H100's vector FLOP/s at its base and boost clocks",
-    reference=_h100_vector_rates,
+    title="An A100's vector FLOP/s at its base and boost clocks",
+    reference=_a100_vector_rates,
     unit="FLOP/s",
     mistakes={
-        slip([vector_flops_per_s("h100", clock=c, flops_per_cycle=2) for c in ("base", "boost")],
-             _h100_vector_rates()):
+        slip([vector_flops_per_s("a100", clock=c, flops_per_cycle=2) for c in ("base", "boost")],
+             _a100_vector_rates()):
             "you counted a fused multiply-add as 2 FLOPs, as NVIDIA's data sheet does; the question "
             "credits each ALU with one operation per cycle",
-        slip([vector_flops_per_s("h100", clock=c) / 4 for c in ("base", "boost")], _h100_vector_rates()):
-            "an SM has four quadrants of 32 CUDA cores, 128 per SM",
+        slip([vector_flops_per_s("h100", clock=c) * chip("a100").cores / chip("h100").cores
+              for c in ("base", "boost")], _a100_vector_rates()):
+            "that counts an H100's CUDA cores per SM; an A100's SMs have fewer (`vector_alus_per_core`)",
     },
     book=("Quiz 1 Q2",),
 ))
@@ -618,20 +632,22 @@ register(Exercise(
 
 # 12.20 -----------------------------------------------------------------------
 
-_12_20_VECTOR_FLOPS = 80e12  # NVIDIA's fp32 vector rate for a B200 (Blackwell architecture brief), FMA = 2 FLOPs
+#: The PCIe H100 of NVIDIA's H100 data sheet: 114 SMs enabled, 51 TFLOP/s of fp32 vector arithmetic (FMA = 2 FLOPs).
+_H100_PCIE = chip("h100").derive("h100-pcie", cores=114)
+_12_20_VECTOR_FLOPS = 51e12
 
 register(Exercise(
     id="12.20",
-    title="A B200's clock, from its vector FLOP/s",
-    reference=lambda: explain(vector_clock_hz, _12_20_VECTOR_FLOPS, "b200", flops_per_cycle=2),
+    title="A PCIe H100's clock, from its vector FLOP/s",
+    reference=lambda: explain(vector_clock_hz, _12_20_VECTOR_FLOPS, _H100_PCIE, flops_per_cycle=2),
     unit="Hz",
     mistakes={
-        slip(vector_clock_hz(_12_20_VECTOR_FLOPS, "b200", flops_per_cycle=1),
-             vector_clock_hz(_12_20_VECTOR_FLOPS, "b200")):
-            "a factor of 2: NVIDIA's 80 TFLOP/s counts each fused multiply-add as 2 FLOPs, so a CUDA core "
-            "is credited with 2 FLOPs per cycle",
-        slip(vector_clock_hz(_12_20_VECTOR_FLOPS, "h100"), vector_clock_hz(_12_20_VECTOR_FLOPS, "b200")):
-            "you counted an H100's 132 SMs; a B200 has 148",
+        slip(vector_clock_hz(_12_20_VECTOR_FLOPS, _H100_PCIE, flops_per_cycle=1),
+             vector_clock_hz(_12_20_VECTOR_FLOPS, _H100_PCIE)):
+            "NVIDIA's figure counts each fused multiply-add as 2 FLOPs, so a CUDA core is credited with 2 FLOPs "
+            "per cycle",
+        slip(vector_clock_hz(_12_20_VECTOR_FLOPS, "h100"), vector_clock_hz(_12_20_VECTOR_FLOPS, _H100_PCIE)):
+            "you counted the SXM H100's SMs; the PCIe card enables fewer",
     },
     book=("Quiz 1 Q6",),
 ))
@@ -639,11 +655,12 @@ register(Exercise(
 
 # 12.21 -----------------------------------------------------------------------
 
-_12_21_N = 1024**3  # values per fp32 vector
+_12_21_N = 2**31  # values per bf16 vector
 
 
-def _vector_add() -> Derivation:
-    return explain(vector_add_time_s, _12_21_N, "h100", dtype="f32")
+def _vector_add(value_bytes: int | None = None) -> Derivation:
+    dtype = "bf16" if value_bytes is None else _dtype_of_size(value_bytes)
+    return explain(vector_add_time_s, _12_21_N, "h200", dtype=dtype)
 
 
 def _vector_add_part(symbol: str) -> float:
@@ -652,15 +669,19 @@ def _vector_add_part(symbol: str) -> float:
 
 register(Exercise(
     id="12.21",
-    title="Adding two fp32 vectors of 2³⁰ values on an H100",
+    title="Adding two bf16 vectors of 2³¹ values on an H200",
     reference=_vector_add,
     unit="s",
-    involves={"dtype", "flops"},
+    involves=frozenset(),
     mistakes={
         slip(_vector_add_part("T_comms") * 2 / 3, _vector_add()):
-            "you counted only the two vectors read; the sum is written back to HBM too: 3 · 4 bytes per value",
+            "you counted only the two vectors read; the sum is written back to HBM too",
         slip(_vector_add_part("T_math"), _vector_add()):
-            "that is the arithmetic time; at 1 FLOP per 12 bytes the add waits on HBM",
+            "that is the arithmetic time; at one FLOP per several bytes the add waits on HBM",
+        slip(_vector_add(4), _vector_add()):
+            "check the bytes per value: the vectors are bf16",
+        slip(explain(vector_add_time_s, _12_21_N, "h100", dtype="bf16"), _vector_add()):
+            "you took the H100's HBM bandwidth; the H200 has the same chip with faster HBM",
     },
     book=("Quiz 1 Q7",),
 ))
@@ -712,21 +733,24 @@ register(Exercise(
 
 # 12.23 -----------------------------------------------------------------------
 
-_12_23 = dict(switches=4, ports=64, port_bytes_per_s=25e9)  # an H100 node's NVSwitches (NVLink 4, 25 GB/s a port)
+_12_23 = dict(switches=6, ports=36, port_bytes_per_s=25e9)  # a DGX A100's NVSwitches (NVLink 3, 25 GB/s a port)
+_A100_NODE = gpu_cluster(1, "a100")
 
 register(Exercise(
     id="12.23",
-    title="Total bandwidth of an 8-GPU H100 node",
+    title="Total bandwidth of an 8-GPU A100 node",
     reference=lambda: explain(node_bandwidth_bytes_per_s, _12_23["switches"], _12_23["ports"],
-                              _12_23["port_bytes_per_s"], _NODE),
+                              _12_23["port_bytes_per_s"], _A100_NODE),
     unit="B/s",
     mistakes={
         slip(_12_23["switches"] * _12_23["ports"] * _12_23["port_bytes_per_s"],
-             node_bandwidth_bytes_per_s(*_12_23.values(), _NODE)):
-            "that is what the four switches could carry; the eight GPUs can put only 450 GB/s each into them",
-        slip(2 * node_bandwidth_bytes_per_s(*_12_23.values(), _NODE),
-             node_bandwidth_bytes_per_s(*_12_23.values(), _NODE)):
-            "a factor of 2: count one direction, 450 GB/s per GPU (900 GB/s is both directions together)",
+             node_bandwidth_bytes_per_s(*_12_23.values(), _A100_NODE)):
+            "that is what the switches could carry; the eight GPUs cannot put that much into them: each sends "
+            "only its own NVLink bandwidth",
+        slip(2 * node_bandwidth_bytes_per_s(*_12_23.values(), _A100_NODE),
+             node_bandwidth_bytes_per_s(*_12_23.values(), _A100_NODE)):
+            "count one direction: a GPU's NVLink figure (`scale_up_bytes_per_s_per_gpu`) is per direction, and "
+            "the question asks for one",
     },
     book=("Quiz 2 Q1",),
 ))
@@ -734,16 +758,21 @@ register(Exercise(
 
 # 12.24 -----------------------------------------------------------------------
 
+_NVL72 = gpu_cluster(1, "gb200")
+
 register(Exercise(
     id="12.24",
-    title="Bisection bandwidth of an 8-GPU H100 node, both directions",
-    reference=lambda: define(explain(_NODE.bisection_bytes_per_s), {"W_gpu": "a GPU's NVLink bandwidth, one way; "
-                                                                  "each GPU sends it across the cut"}),
+    title="Bisection bandwidth of a GB200 NVL72 domain, both directions",
+    reference=lambda: define(explain(_NVL72.bisection_bytes_per_s), {"W_gpu": "a GPU's NVLink bandwidth, one way; "
+                                                                   "each GPU sends it across the cut"}),
     unit="B/s",
     mistakes={
-        slip(_NODE.bisection_bytes_per_s() / 2, _NODE.bisection_bytes_per_s()):
-            "that is one direction; bisection bandwidth counts the traffic crossing the cut both ways, "
-            "4 GPUs on each side sending 450 GB/s across",
+        slip(_NVL72.bisection_bytes_per_s() / 2, _NVL72.bisection_bytes_per_s()):
+            "that is one direction; bisection bandwidth counts the traffic crossing the cut both ways, each half's "
+            "GPUs sending across it at once",
+        slip(_NVL72.bisection_bytes_per_s() * 2, _NVL72.bisection_bytes_per_s()):
+            "a GPU's NVLink figure (`scale_up_bytes_per_s_per_gpu`) is already one direction; only half of the "
+            "GPUs send one way across the cut, the other half the other way",
     },
     book=("Quiz 2 Q2",),
 ))
@@ -751,29 +780,28 @@ register(Exercise(
 
 # 12.25 -----------------------------------------------------------------------
 
-_SUPERPOD = gpu_cluster(128, "h100")  # the 1024-GPU DGX H100 SuperPOD
+_SUPERPOD = gpu_cluster(256, "h100")  # a 2048-GPU DGX H100 SuperPOD: 8 scalable units, 32 spine switches
 
 
-def _superpod_levels() -> Derivation:
-    """Reference for 12.25: [one SU's leaf switches toward its nodes, all spine switches], bandwidth one way."""
+def _superpod_levels(per_leaf_ports: float = 1.0, directions: int = 1) -> Derivation:
+    """Reference for 12.25: [all leaf switches toward the nodes, all spine switches], bandwidth one way."""
     leaf = explain(fat_tree_level_bytes_per_s, _SUPERPOD, level="leaf")
-    units = _SUPERPOD.num_scalable_units
-    per_su = Derivation("W_leaf per SU", "W_leaf / SUs", lambda: f"{q(leaf.value, 'B/s')} / {units}",
-                        leaf.value / units, "B/s", (leaf,), where=("SUs: scalable units of 32 nodes",))
     spine = explain(fat_tree_level_bytes_per_s, _SUPERPOD, level="spine")
-    return Derivation("[leaf per SU, spine]", "[W_leaf per SU, W_spine]", "",
-                      np.array([per_su.value, spine.value]), "B/s", (per_su, spine))
+    value = np.array([leaf.value * per_leaf_ports, spine.value]) * directions
+    return Derivation("[leaf, spine]", "[W_leaf, W_spine]", "", value, "B/s", (leaf, spine))
 
 
 register(Exercise(
     id="12.25",
-    title="Leaf and spine bandwidth of the 1024-GPU H100 SuperPOD",
+    title="Leaf and spine bandwidth of a 2048-GPU H100 SuperPOD",
     reference=_superpod_levels,
     unit="B/s",
+    involves=frozenset(),
     mistakes={
-        (2.0, 2.0):
-            "a leaf switch gives only half its 64 ports to the nodes (and a spine's share to the leaves): the "
-            "other half goes up; count 32 ports per leaf",
+        slip(_superpod_levels(per_leaf_ports=2), _superpod_levels()):
+            "a leaf switch gives only half its ports to the nodes; the other half go up to the spines",
+        slip(_superpod_levels(directions=2), _superpod_levels()):
+            "the question asks for one direction; a port's figure is already per direction",
     },
     book=("Quiz 3 Q1",),
 ))
@@ -924,32 +952,38 @@ register(Exercise(
 
 # 12.31 -----------------------------------------------------------------------
 
-_12_31 = dict(D=8192, F=28672)
+_12_31 = dict(D=5120, F=13824)  # LLaMA-2-13B's model and MLP widths
 _12_31_BYTES = 2 * _12_31["D"] * _12_31["F"]
 _TWO_NODES = gpu_cluster(2, "h100")
+_B200_NODE, _TWO_B200_NODES = gpu_cluster(1, "b200"), gpu_cluster(2, "b200")
 
 
-def _sharp_two_axes() -> Derivation:
-    """Reference for 12.31: SHARP AllReduce_X(bf16[D, F_Y]) in one node (Y = 2) and over two nodes (Y = 8)."""
-    one = explain(hierarchical_allreduce_time_s, _12_31_BYTES, _NODE, inner=2, sharp=True)
-    two = explain(hierarchical_allreduce_time_s, _12_31_BYTES, _TWO_NODES, inner=8, sharp=True)
+def _sharp_two_axes(sharp_in_node: bool = True, two_nodes_inner: int = 1) -> Derivation:
+    """Reference for 12.31: SHARP AllReduce_X(bf16[D, F_Y]) in one B200 node (Y = 2) and over two (Y = 8).
+
+    The slips: the ring without SHARP inside the node (`sharp_in_node=False`), or the two nodes' egress
+    carrying only 1/Y of the array (`two_nodes_inner=8`).
+    """
+    one = explain(hierarchical_allreduce_time_s, _12_31_BYTES, _B200_NODE, inner=2, sharp=sharp_in_node)
+    two = explain(hierarchical_allreduce_time_s, _12_31_BYTES, _TWO_B200_NODES, inner=8, sharp=True)
+    two_value = two.value if two_nodes_inner == 1 else _12_31_BYTES / two_nodes_inner / _TWO_B200_NODES.node_egress_bytes_per_s
     return Derivation("[one node, two nodes]", "[T_AllReduce(inner 2, one node), T_AllReduce(inner 8, two nodes)]", "",
-                      np.array([one.value, two.value]), "s", (one, two))
+                      np.array([one.value, two_value]), "s", (one, two))
 
 
 register(Exercise(
     id="12.31",
-    title="A SHARP AllReduce of an array sharded along a second axis: inside a node and across two",
+    title="A SHARP AllReduce of an array sharded along a second axis: inside a B200 node and across two",
     reference=_sharp_two_axes,
     unit="s",
     involves={"bandwidth"},
     mistakes={
-        (1.0, 1 / 8):
-            "across nodes the node's switches cannot keep the Y shards apart inside the node: all of the "
-            "node's bytes leave through its egress, not 1/Y of them",
-        (1.5, 1.0):
-            "that is the ring without SHARP, 2·(X − 1)/X passes; with in-switch reduction each GPU sends and "
-            "receives its V/Y exactly once",
+        slip(_sharp_two_axes(two_nodes_inner=8), _sharp_two_axes()):
+            "across nodes the node's switches cannot keep the Y shards apart inside the node: every shard "
+            "leaves through the node's egress on its own",
+        slip(_sharp_two_axes(sharp_in_node=False), _sharp_two_axes()):
+            "that is the ring without SHARP; with in-switch reduction each GPU sends and receives its shard "
+            "exactly once",
     },
     book=("Quiz 4 Q3",),
 ))
@@ -957,9 +991,12 @@ register(Exercise(
 
 # 12.32 -----------------------------------------------------------------------
 
+_SUPERPOD_1024 = gpu_cluster(128, "h100")  # the 1024-GPU DGX H100 SuperPOD
+
+
 def _spine_sharp() -> Derivation:
     """Reference for 12.32: SHARP AllReduce_X(bf16[D, F_Y]) with Y = 256 over the 1024-GPU SuperPOD."""
-    return explain(hierarchical_allreduce_time_s, _12_31_BYTES, _SUPERPOD, inner=256, sharp=True)
+    return explain(hierarchical_allreduce_time_s, _12_31_BYTES, _SUPERPOD_1024, inner=256, sharp=True)
 
 
 register(Exercise(
@@ -969,12 +1006,11 @@ register(Exercise(
     unit="s",
     involves={"bandwidth"},
     mistakes={
-        slip(_12_31_BYTES / _SUPERPOD.node_egress_bytes_per_s, _spine_sharp()):
-            "with Y = 256 each reduction joins one GPU per scalable unit: a unit's 256 GPUs all send their "
-            "shards at once, 256 × 50 GB/s = 12.8 TB/s, not one node's 400 GB/s",
-        slip(_12_31_BYTES / fat_tree_level_bytes_per_s(_SUPERPOD, level="spine"), _spine_sharp()):
-            "the spine's 51.2 TB/s is shared by the 4 scalable units; each sends its bytes through its own "
-            "12.8 TB/s",
+        slip(_12_31_BYTES / _SUPERPOD_1024.node_egress_bytes_per_s, _spine_sharp()):
+            "with Y = 256 each reduction joins one GPU per scalable unit: all of a unit's GPUs send their "
+            "shards at once, each through its own NIC, not through one node's egress",
+        slip(_12_31_BYTES / fat_tree_level_bytes_per_s(_SUPERPOD_1024, level="spine"), _spine_sharp()):
+            "the spine's bandwidth is shared by the scalable units; each sends its bytes through its own share",
     },
     book=("Quiz 4 Q4",),
 ))
@@ -1075,15 +1111,19 @@ register(Exercise(
 
 # 12.36 -----------------------------------------------------------------------
 
+_12_36_F = 36864  # Gemma 2 27B's MLP width
+
 register(Exercise(
     id="12.36",
-    title="The most tensor parallelism LLaMA-3-70B tolerates in an H100 node",
-    reference=lambda: replace(explain(tensor_parallel_max_degree, _LLAMA_70B["F"], _NODE), unit="GPUs"),
+    title="The most tensor parallelism Gemma 2 27B tolerates in an H100 node",
+    reference=lambda: replace(explain(tensor_parallel_max_degree, _12_36_F, _NODE), unit="GPUs"),
     unit="GPUs",
     mistakes={
-        slip(tensor_parallel_max_degree(_LLAMA_70B["F"], gpu_cluster(1, _variant("h100", nvlink=2))),
-             tensor_parallel_max_degree(_LLAMA_70B["F"], _NODE)):
-            "a factor of 2: use NVLink's one-way 450 GB/s per H100, not the 900 GB/s of both directions",
+        slip(tensor_parallel_max_degree(_12_36_F, gpu_cluster(1, _variant("h100", nvlink=2))),
+             tensor_parallel_max_degree(_12_36_F, _NODE)):
+            "use NVLink's one-way figure per H100 (`scale_up_bytes_per_s_per_gpu`), not both directions together",
+        slip(tensor_parallel_max_degree(_LLAMA_70B["F"], _NODE), tensor_parallel_max_degree(_12_36_F, _NODE)):
+            "that is LLaMA-3-70B's MLP width; take Gemma 2 27B's",
     },
     book=("Quiz 5 Q2",),
 ))
@@ -1091,7 +1131,7 @@ register(Exercise(
 
 # 12.37 -----------------------------------------------------------------------
 
-_FOUR_K = gpu_cluster(_LLAMA_70B["gpus"] // 8, "h100")
+_FOUR_K = gpu_cluster(_LLAMA_70B["gpus"] // 8, "b200")
 
 
 def _llama_thresholds() -> Derivation:
@@ -1104,16 +1144,16 @@ def _llama_thresholds() -> Derivation:
 
 register(Exercise(
     id="12.37",
-    title="Tokens per GPU LLaMA-3-70B's data parallelism needs, with and without pipelining",
+    title="Tokens per GPU LLaMA-3-70B's data parallelism needs on B200s, with and without pipelining",
     reference=_llama_thresholds,
     unit="tokens",
     mistakes={
         slip([data_parallel_critical_batch(_FOUR_K), data_parallel_critical_batch(_FOUR_K) / 8], _llama_thresholds()):
-            "those are C / W_node and C / (8 · W_node): each level's ring also has its (D − 1)/D, 31/32 under "
-            "a leaf and 3/4 for the 4 nodes a replica's pipeline leaves per scalable unit",
+            "those are the large-group approximations; the question counts each level's ring exactly, with the "
+            "share of the bytes that crosses each level for the number of members in that ring",
         slip([hierarchical_data_parallel_critical_batch(_FOUR_K, inner=8)] * 2, _llama_thresholds()):
-            "the 8 pipeline stages put each replica on 8 nodes: every weight is spread over 64 GPUs' links, "
-            "8 times the bandwidth of the TP-only plan",
+            "the pipeline stages put each replica on several nodes: every weight is then spread over the links "
+            "of all the replica's GPUs, not one node's",
     },
     book=("Quiz 5 Q2",),
 ))
@@ -1202,7 +1242,7 @@ register(Exercise(
 
 # 12.40 -----------------------------------------------------------------------
 
-_12_40 = dict(E=256, k=8)  # DeepSeek-V3's routed experts and experts per token
+_12_40 = dict(E=8, k=2)  # Mixtral 8x7B's experts and experts per token
 _16_NODES = gpu_cluster(16, "h100")
 
 register(Exercise(
@@ -1212,55 +1252,64 @@ register(Exercise(
     unit="tokens",
     mistakes={
         slip(data_parallel_critical_batch(_16_NODES), moe_data_parallel_critical_batch(**_12_40, topology=_16_NODES)):
-            "that is a dense layer's threshold; an MoE layer moves the gradients of all E experts while each "
-            "token uses only k of them: E/k times more",
+            "that is a dense layer's threshold; an MoE layer moves the gradients of all its experts while each "
+            "token computes with only some of them",
         slip(data_parallel_critical_batch(_16_NODES) * _12_40["k"] / _12_40["E"],
              moe_data_parallel_critical_batch(**_12_40, topology=_16_NODES)):
-            "the factor is E/k (more weights to move than a token computes with), not k/E",
+            "you turned the experts' factor upside down: with more weights to move than a token computes with, "
+            "the threshold rises above a dense layer's",
     },
 ))
 
 
 # 12.41 -----------------------------------------------------------------------
 
-_12_41 = dict(Z=64, k=8)  # DeepSeek-V3: 64-way expert parallelism over 8 nodes, 8 routed experts per token
+_12_41 = dict(Z=64, k=8)  # DeepSeek-V3's routing: 64-way expert parallelism over 8 nodes, 8 routed experts per token
 _8_NODES = gpu_cluster(8, "h100")
+_8_B200_NODES = gpu_cluster(8, "b200")
 
 register(Exercise(
     id="12.41",
-    title="The narrowest expert that 64-way expert parallelism keeps compute-bound on H100s",
-    reference=lambda: explain(expert_parallel_critical_width, _12_41["Z"], _12_41["k"], _8_NODES),
+    title="The narrowest expert that 64-way expert parallelism keeps compute-bound on B200s",
+    reference=lambda: explain(expert_parallel_critical_width, _12_41["Z"], _12_41["k"], _8_B200_NODES),
     mistakes={
-        slip(expert_parallel_critical_width(**_12_41, topology=_8_NODES) * chip("h100").scale_out_bytes_per_s_per_node
-             / chip("h100").scale_up_bytes_per_s_per_gpu, expert_parallel_critical_width(**_12_41, topology=_8_NODES)):
-            "you used NVLink's 450 GB/s; the tokens leaving a node go through its 400 GB/s of InfiniBand egress",
-        slip(8 * data_parallel_critical_batch(_8_NODES), expert_parallel_critical_width(**_12_41, topology=_8_NODES)):
-            "8 · C / W is the limit for Z much larger than k; here k = 8 = Z/8, so each token reaches every one "
-            "of the 8 nodes and 7 of them are remote: (C / W) · (Z − 8) / k",
+        slip(expert_parallel_critical_width(**_12_41, topology=_8_B200_NODES)
+             * chip("b200").scale_out_bytes_per_s_per_node / chip("b200").scale_up_bytes_per_s_per_gpu,
+             expert_parallel_critical_width(**_12_41, topology=_8_B200_NODES)):
+            "you used NVLink's bandwidth; the tokens leaving a node go through its InfiniBand egress",
+        slip(8 * data_parallel_critical_batch(_8_B200_NODES),
+             expert_parallel_critical_width(**_12_41, topology=_8_B200_NODES)):
+            "that is the limit for many more experts than a token uses; here each token reaches every node, "
+            "and only the other nodes are remote",
+        slip(expert_parallel_critical_width(**_12_41, topology=_8_NODES),
+             expert_parallel_critical_width(**_12_41, topology=_8_B200_NODES)):
+            "you used the H100's figures; take the B200's",
     },
 ))
 
 
 # 12.42 -----------------------------------------------------------------------
 
-_12_42 = dict(B=16 * 4096, D=8192, stages=8, microbatches=16)  # one replica of LLaMA-3-70B over 8 nodes
+_12_42 = dict(B=16 * 4096, D=16384, stages=16, microbatches=32)  # one replica of LLaMA-3.1-405B over 16 nodes
+_16_NODES_PP = gpu_cluster(16, "h100")
 
 register(Exercise(
     id="12.42",
-    title="Activation traffic of an 8-stage pipeline in one step",
-    reference=lambda: explain(pipeline_comms_time_s, *_12_42.values(), _8_NODES),
+    title="Activation traffic of a 16-stage pipeline in one step",
+    reference=lambda: explain(pipeline_comms_time_s, *_12_42.values(), _16_NODES_PP),
     unit="s",
     involves={"bandwidth", "dtype"},
     mistakes={
-        slip(pipeline_comms_time_s(*_12_42.values(), _8_NODES) / (_12_42["microbatches"] + _12_42["stages"] - 2),
-             pipeline_comms_time_s(*_12_42.values(), _8_NODES)):
-            "that is one hop; the step's critical path makes m + p − 2 of them, one microbatch each",
-        slip(pipeline_comms_time_s(*_12_42.values(), _8_NODES) * _12_42["microbatches"],
-             pipeline_comms_time_s(*_12_42.values(), _8_NODES)):
-            "each hop carries one microbatch, B/m tokens, not the whole batch",
-        slip(pipeline_comms_time_s(*_12_42.values(), _8_NODES) * chip("h100").scale_out_bytes_per_s_per_node
-             / chip("h100").scale_up_bytes_per_s_per_gpu, pipeline_comms_time_s(*_12_42.values(), _8_NODES)):
-            "the stages sit on different nodes: the activations cross InfiniBand, a node's 400 GB/s, not NVLink",
+        slip(pipeline_comms_time_s(*_12_42.values(), _16_NODES_PP) / (_12_42["microbatches"] + _12_42["stages"] - 2),
+             pipeline_comms_time_s(*_12_42.values(), _16_NODES_PP)):
+            "that is one hop; the step's critical path makes a hop for every microbatch and for every stage "
+            "boundary it waits on, one microbatch each",
+        slip(pipeline_comms_time_s(*_12_42.values(), _16_NODES_PP) * _12_42["microbatches"],
+             pipeline_comms_time_s(*_12_42.values(), _16_NODES_PP)):
+            "each hop carries one microbatch, not the whole batch",
+        slip(pipeline_comms_time_s(*_12_42.values(), _16_NODES_PP) * chip("h100").scale_out_bytes_per_s_per_node
+             / chip("h100").scale_up_bytes_per_s_per_gpu, pipeline_comms_time_s(*_12_42.values(), _16_NODES_PP)):
+            "the stages sit on different nodes: the activations cross InfiniBand, the node's egress, not NVLink",
     },
 ))
 
