@@ -225,19 +225,31 @@ register(Exercise(
 ))
 
 
-def _per_chip(shape=(4, 4)) -> Derivation:
-    return explain(tokens_per_s_per_chip, LLAMA, _v6e(shape), batch=BATCH, context=CONTEXT, weight_dtype="int8")
+def _same_latency(batch_only=False) -> Derivation:
+    """Reference for 8.6: tokens/s per chip on a v6e 4x4 at the largest batch whose step is no longer than 8.5's."""
+    kw = dict(context=CONTEXT, weight_dtype="int8")
+    target = _step()
+    big = _v6e((4, 4))
+    batches = np.arange(1, int(max_batch_size(LLAMA, big, **kw)) + 1)
+    steps = np.asarray(generate_step_time_s(LLAMA, big, batch=batches, **kw))
+    B = int(batches[steps <= target.value * (1 + 1e-12)][-1]) if not batch_only else BATCH
+    step = explain(generate_step_time_s, LLAMA, big, batch=B, **kw)
+    pick = Derivation("B", "the largest batch with T_step(4x4) <= T_step(4x2, 48)", f"{B}: {q(step.value, 's')}",
+                      float(B), "sequences", (target, step))
+    return Derivation("tokens/s/chip", "B / (T_step · N)", f"{B} / ({q(step.value, 's')} · {big.num_chips})",
+                      B / (step.value * big.num_chips), "tokens/s", (pick,), where=("N: the 4x4's 16 chips",))
 
 
 register(Exercise(
     id="8.6",
-    title="Tokens per second per chip on a v6e 4x4",
-    reference=lambda: _shown(_per_chip()),
+    title="Twice the chips at the same latency: tokens per second per chip on a v6e 4x4",
+    reference=lambda: _shown(_same_latency()),
     unit="tokens/s",
     mistakes={
-        slip(16 * _per_chip().value, _per_chip()): "that is the whole slice's rate; a chip makes its share of it",
-        slip(_per_chip((4, 2)).value * 2, _per_chip()):
-            "twice the chips halve the step, but the tokens per step stay the same, shared by twice as many chips",
+        slip(_same_latency(batch_only=True), _same_latency()):
+            "that keeps the batch of 48, which on twice the chips takes only half the step; the question lets the "
+            "batch grow until the step is as long as the 4x2's",
+        slip(16 * _same_latency().value, _same_latency()): "that is the whole slice's rate; a chip makes its share",
     },
     book=("Text Q3",),
 ))
@@ -307,21 +319,34 @@ register(Exercise(
 SHORT = 4096  # 8.9 to 8.16: sequences of 4096 tokens on the v6e slices
 
 
-def _largest(shape=(4, 2), dtype="bf16", kv_dtype=None, context=SHORT) -> Derivation:
-    return explain(max_batch_size, LLAMA, _v6e(shape), context=context, weight_dtype=dtype, kv_dtype=kv_dtype)
+def _largest(context=SHORT, with_weights=True, kv_dtypes=_PRECISIONS) -> Derivation:
+    """Reference for 8.9: the 4096-token sequences each smallest v6e slice holds, the cache in the weights' dtype."""
+    values = []
+    for w, kv in zip(_PRECISIONS, kv_dtypes):
+        topo = _v6e(_slice_shape(w))
+        room = topo.total_hbm_bytes() - (param_bytes(LLAMA, dtype=w) if with_weights else 0)
+        values.append(room // kv_cache_bytes(LLAMA, tokens=context, dtype=kv))
+    d = explain(max_batch_size, LLAMA, _v6e(_slice_shape("int4")), context=context, weight_dtype="int4")
+    return Derivation("[B_max]", "floor(free / (S·kv)) on each smallest slice, cache in the weights' precision",
+                      "[bf16, int8, int4]", np.array(values, dtype=float), "sequences", (d,),
+                      where=("free: the HBM exercise 8.8 found",))
+
+
+def _slice_shape(dtype: str) -> tuple:
+    n = min_chips(LLAMA, V6E, weight_dtype=dtype)
+    return dict((size, shape) for size, shape in _sizes(chip(V6E)))[n]
 
 
 register(Exercise(
     id="8.9",
-    title="The largest batch on the bf16 v6e slice",
+    title="The largest batch on each smallest v6e slice",
     reference=lambda: _shown(_largest()),
     unit="sequences",
     integer=True,
     mistakes={
-        slip(_v6e((4, 2)).total_hbm_bytes() // kv_cache_bytes(LLAMA, tokens=SHORT, dtype="bf16"), _largest()):
-            "the weights take HBM too: only what they leave holds caches",
-        slip(_largest(kv_dtype="int8"), _largest()):
-            "everything is bf16 here, the cache too: check its bytes per value",
+        slip(_largest(with_weights=False), _largest()): "the weights take HBM too: only what they leave holds caches",
+        slip(_largest(kv_dtypes=("int8", "int8", "int4")), _largest()):
+            "the bf16 slice keeps its cache in bf16 too: check its bytes per value",
         slip(_largest(context=8192), _largest()): "the sequences here are 4096 tokens long, not the chapter's 8192",
     },
     book=("Text Q5",),
@@ -329,7 +354,7 @@ register(Exercise(
 
 
 def _full_step(with_kv=True, shape=(4, 2), dtype="bf16") -> Derivation:
-    B = max_batch_size(LLAMA, _v6e(shape), context=SHORT, weight_dtype=dtype)
+    B = max_batch_size(LLAMA, _v6e(shape), context=SHORT, weight_dtype=dtype)  # 8.9's bf16 batch
     return explain(generate_step_time_s, LLAMA, _v6e(shape), batch=B, context=SHORT if with_kv else 0,
                    weight_dtype=dtype)
 
@@ -392,24 +417,33 @@ register(Exercise(
 
 # 8.13 --------------------------------------------------------------------------
 
-MP_BATCH = 128
+MP_SLICE = (8, 16)
 
 
-def _mp_degree(one_axis=False) -> Derivation:
-    d = explain(generate_model_parallel_max_degree, LLAMA, _v6e((4, 8)), batch=MP_BATCH)
-    return d if not one_axis else Derivation("Y*", "", "", d.value / 2, "chips", (d,))
+def _mp_batch(weight_dtype="int8", axes=None) -> Derivation:
+    """Reference for 8.13: the largest batch at which all 128 chips of a v6e 8x16 still shorten a decode step."""
+    topo = _v6e(MP_SLICE)
+    kw = dict(weight_dtype=weight_dtype, axes=axes)
+    B = 1
+    while generate_model_parallel_max_degree(LLAMA, topo, batch=B + 1, **kw) >= topo.num_chips:
+        B += 1
+    at = explain(generate_model_parallel_max_degree, LLAMA, topo, batch=B, weight_dtype=weight_dtype, axes=axes)
+    return Derivation("B*", "the largest batch with Y*(B) >= N", f"{B}: Y* = {q(at.value)}", float(B), "tokens",
+                      (at,), where=("N: the 128 chips of the 8x16",))
 
 
 register(Exercise(
     id="8.13",
-    title="How many chips model parallelism can use at batch 128 on a v6e 4x8",
-    reference=_mp_degree,
-    unit="chips",
+    title="The largest batch at which all of a v6e 8x16 still speeds up a decode step",
+    reference=_mp_batch,
+    unit="tokens",
+    integer=True,
     mistakes={
-        slip(tensor_parallel_max_degree(model(LLAMA).F, _v6e((4, 8))), _mp_degree()):
-            "that is the compute-bound limit of prefill and training (F·W / C); a decode step is bound by HBM, "
-            "so compare the ICI time with the time to read the weight shard instead",
-        slip(_mp_degree(one_axis=True), _mp_degree()):
+        slip(_mp_batch("bf16"), _mp_batch()):
+            "the weights are int8 here: each shard reads fewer bytes, so the ICI time catches up with it sooner",
+        slip(_mp_batch(axes="Y"), _mp_batch()):
+            "a chip moves activations over both axes of the slice at once: add the two axes' bandwidths",
+        slip(_mp_batch(axes="X"), _mp_batch()):
             "a chip moves activations over both axes of the slice at once: add the two axes' bandwidths",
     },
     book=("Text Q9",),
