@@ -395,7 +395,7 @@ def _3_9_step():
 
 
 def _3_9_reference() -> Derivation:
-    """Reference for 3.9: the cheapest collective from C[I, K]{U_X} to C[I, K_X], and its time."""
+    """Reference for 3.9: the cheapest way from C[I, K]{U_X} to a C the next layer takes (a ReduceScatter)."""
     return _3_9_step().derivation
 
 
@@ -412,8 +412,8 @@ register(Exercise(
     involves=frozenset(),
     mistakes={
         slip(_3_9_time("AllReduce"), _3_9_time()):
-            "either you chose an AllReduce, which leaves every device the whole C where the next layer needs "
-            "each device's own columns only, or the bytes per value are off (the arrays are bf16)",
+            "either you chose an AllReduce, which leaves every device the whole C though the next layer takes a "
+            "split C too, or the bytes per value are off (the arrays are bf16)",
         slip(_3_9_time(topology=tpu_pod("tpu-v5e")), _3_9_time()):
             "you used a ring's formula and bidirectional bandwidth; an 8-chip axis of a v5e slice is a line "
             "without wraparound",
