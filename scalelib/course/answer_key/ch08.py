@@ -213,6 +213,7 @@ register(Exercise(
     title="A decode step on the v6e 4x2",
     reference=lambda: _shown(_step()),
     unit="s",
+    involves={"dtype"},
     mistakes={
         slip(weight_load_time_s(LLAMA, _v6e((4, 2)), weight_dtype="int8"), _step()):
             "that is the weights alone; the 48 caches are read every step too",
@@ -364,6 +365,7 @@ register(Exercise(
     title="A step with the memory full",
     reference=lambda: _shown(_full_step()),
     unit="s",
+    involves={"dtype"},
     mistakes={
         slip(_full_step(with_kv=False), _full_step()):
             "that is the weights alone; with the memory full the caches are almost half the bytes read",
@@ -668,6 +670,7 @@ register(Exercise(
     title="What a million generated tokens cost on a v5e 4x4 at batch 64",
     reference=lambda: _shown(_cost()),
     unit="USD",
+    involves={"dtype"},
     mistakes={
         slip(_cost(per_slice=True), _cost()): "the price is per chip-hour: use one chip's tokens per second",
     },
