@@ -430,7 +430,7 @@ def _training_time() -> Derivation:
     """Reference for 4.12: the training FLOPs, attention included, over the chips' useful rate."""
     flops = _letters(explain(train_flops, "llama-3-8b", seq_len=_4_12["seq_len"], tokens=_4_12["tokens"]))
     C = chip(_4_12["chip"]).bf16_flops_per_s
-    d = Derivation("T_train", "FLOPs_train / (chips · C · MFU)",
+    d = Derivation("training time", "FLOPs_train / (chips · C · MFU)",
                    f"{q(flops.value, 'FLOP')} / ({_4_12['chips']} · {q(C, 'FLOP/s')} · {_4_12['mfu']})",
                    _training_time_s(), "s", (flops,),
                    where=("C: a TPU v5p's peak bf16 rate; MFU: the share of it the run achieves",))
