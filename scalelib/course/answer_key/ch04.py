@@ -101,18 +101,35 @@ register(Exercise(
 
 # 4.3 -------------------------------------------------------------------------
 
+def _cache_tokens(weight_dtype="bf16", kv_dtype="int8", spec=Q1_MODEL) -> float:
+    """Tokens whose KV cache takes as many bytes as the weights."""
+    return param_bytes(spec, dtype=weight_dtype) / kv_cache_bytes(spec, dtype=kv_dtype)
+
+
+def _cache_tokens_reference() -> Derivation:
+    """Reference for 4.3: the bf16 weights over one token's int8 KV cache."""
+    per_token = explain(kv_cache_bytes, Q1_MODEL, dtype="int8")
+    n = params(Q1_MODEL)
+    weights = Derivation("weights", "P · bytes per bf16 value", f"{q(n, 'params')} · 2", param_bytes(Q1_MODEL), "B",
+                         where=("P: the model's parameters (exercise 4.1)",))
+    d = Derivation("cache length", "weights / KV cache per token", f"{q(weights.value, 'B')} / {q(per_token.value, 'B')}",
+                   _cache_tokens(), "tokens", (weights, per_token))
+    return _letters(d)
+
+
 register(Exercise(
     id="4.3",
-    title="KV cache per token of the book's model, in int8",
-    reference=lambda: _letters(explain(kv_cache_bytes, Q1_MODEL, dtype="int8")),
-    unit="B",
+    title="How many tokens of int8 KV cache weigh as much as the book's model",
+    reference=_cache_tokens_reference,
+    unit="tokens",
     mistakes={
-        slip(kv_cache_bytes(Q1_MODEL, dtype="int8") / 2, kv_cache_bytes(Q1_MODEL, dtype="int8")):
-            "you cached one vector per head and layer; each key/value head caches a key and a value",
-        slip(kv_cache_bytes(Q1_MODEL, dtype="bf16"), kv_cache_bytes(Q1_MODEL, dtype="int8")):
-            "the cache is int8: check the bytes per value",
-        slip(kv_cache_bytes(replace(Q1_MODEL, L=1), dtype="int8"), kv_cache_bytes(Q1_MODEL, dtype="int8")):
-            "that is one layer's share; every layer caches its own keys and values",
+        slip(_cache_tokens(kv_dtype="bf16"), _cache_tokens()):
+            "either the cache's bytes per value are off (it is int8) or the weights' are (they are bf16)",
+        slip(_cache_tokens() * 2, _cache_tokens()):
+            "either you cached one vector per head and layer (each key/value head caches a key and a value) or "
+            "the weights' bytes per value are off (they are bf16)",
+        slip(param_bytes(Q1_MODEL) / kv_cache_bytes(replace(Q1_MODEL, L=1), dtype="int8"), _cache_tokens()):
+            "you divided by one layer's share of a token's cache; every layer caches its own keys and values",
     },
     book=("Q1",),
 ))
