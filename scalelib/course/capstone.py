@@ -1,7 +1,9 @@
 """Chapter 11's capstone briefs: one per learner, so that two learners' capstones differ.
 
 A brief is a small planning job: train a given model on a given number of tokens before a deadline,
-choosing among the chips a cloud can lend, and then serve it under a latency target and a daily load.
+choosing among the chips a cloud can lend, and then serve it under a latency target and a daily load of
+requests (a prompt and the tokens it generates), weighing the brief's serving chip against another (a GPU
+against a TPU, at the same prices).
 :func:`capstone_brief` draws a learner's brief from their name (a hash of it picks the model, the
 amount of training, the deadline, the cloud, the serving chip, the precision, the context, the target
 and the load), so the same name always gives the same brief, on the learner's machine and in the
