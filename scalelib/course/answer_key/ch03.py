@@ -536,14 +536,14 @@ register(Exercise(
 
 # 3.13 ------------------------------------------------------------------------
 
-_V5E_2x2 = tpu_slice((2, 2), "tpu-v5e")
+_V5E_2x4 = tpu_slice((2, 4), "tpu-v5e")       # lines of 2 and 4 chips: no wraparound
 _3_13 = dict(sizes={"B": 512, "D": 8192, "F": 32768},
              first="In[B, D_XY] · Win[D, F_XY] -> H[B, F_XY]", second="H[B, F_XY] · Wout[F_XY, D] -> Out[B, D_XY]")
 
 
 def _3_13_plans():
-    return (plan_matmul(_3_13["first"], _3_13["sizes"], _V5E_2x2),
-            plan_matmul(_3_13["second"], _3_13["sizes"], _V5E_2x2))
+    return (plan_matmul(_3_13["first"], _3_13["sizes"], _V5E_2x4),
+            plan_matmul(_3_13["second"], _3_13["sizes"], _V5E_2x4))
 
 
 def _3_13_reference() -> Derivation:
@@ -557,26 +557,26 @@ def _3_13_reference() -> Derivation:
 def _3_13_wrong(kind_after="ReduceScatter", axes="XY") -> float:
     first, second = _3_13_plans()
     gather, scatter = first.steps[0], second.steps[0]
-    t = allgather_time_s(gather.nbytes, _V5E_2x2, axes=axes)
+    t = allgather_time_s(gather.nbytes, _V5E_2x4, axes=axes)
     if kind_after is None:
         return t
-    after = reducescatter_time_s(scatter.nbytes, _V5E_2x2, axes=axes)
+    after = reducescatter_time_s(scatter.nbytes, _V5E_2x4, axes=axes)
     return t + (2 * after if kind_after == "AllReduce" else after)
 
 
 def _3_13_whole_over_links() -> float:
     """Both collectives moving all of V into a chip over the links of X and Y (its own share counted too)."""
-    links = _V5E_2x2.axis_bytes_per_s("X") + _V5E_2x2.axis_bytes_per_s("Y")
+    links = _V5E_2x4.axis_bytes_per_s("X") + _V5E_2x4.axis_bytes_per_s("Y")
     return sum(s.nbytes for p in _3_13_plans() for s in p.steps) / links
 
 
-# On a 2x2 the two slips of the second hint give the same time: one text names both.
+# On a 2x4 the two slips of the second hint give the same time: one text names both.
 assert abs(_3_13_whole_over_links() / _3_13_wrong(axes="X") - 1) < 1e-9
 
 
 register(Exercise(
     id="3.13",
-    title="Communication of a tensor-parallel MLP on a TPU v5e 2x2",
+    title="Communication of a tensor-parallel MLP on a TPU v5e 2x4",
     reference=_3_13_reference,
     unit="s",
     involves=frozenset(),
@@ -587,9 +587,11 @@ register(Exercise(
         slip(_3_13_wrong(axes="X"), _3_13_wrong()):
             "either the collectives ran over one axis (they run over X and Y together, with the links of both), "
             "or you moved all of V over a chip's links (each chip already holds its own share of V)",
+        slip(_3_13_wrong(axes="Y"), _3_13_wrong()):
+            "the collectives run over X and Y together, with the links of both axes, not over one",
         slip(_3_13_wrong(kind_after=None), _3_13_wrong()):
             "either a collective is missing (the second matmul contracts F, which both operands split, and "
-            "leaves partial sums of Out to combine) or the bandwidth is off (a 2x2 slice has no wraparound: "
+            "leaves partial sums of Out to combine) or the bandwidth is off (this slice has no wraparound: "
             "a chip receives over each link one way)",
         slip(_3_13_wrong() * 2, _3_13_wrong()):
             "the activations are bf16: check the bytes per value",
