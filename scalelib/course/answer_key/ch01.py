@@ -85,13 +85,13 @@ register(Exercise(
 
 # 1.3 -------------------------------------------------------------------------
 
-_1_3 = dict(B=1024, D=4096, F=4096)
+_1_3 = dict(B=1024, D=4096, F=16)  # F: the rank of each request's own low-rank adapter
 
 
-def _per_example_weights_counts(dtype: str = "int8") -> tuple[float, float]:
+def _per_example_weights_counts(dtype: str = "int8", count_x: bool = True) -> tuple[float, float]:
     """(FLOPs, bytes) for 1.3: each of the B rows has its own [D, F] weight matrix (einsum bd,bdf->bf)."""
     B, D, F = _1_3["B"], _1_3["D"], _1_3["F"]
-    nbytes = (B * D + B * D * F + B * F) * bytes_per_value(dtype)
+    nbytes = ((B * D if count_x else 0) + B * D * F + B * F) * bytes_per_value(dtype)
     return matmul_flops(B, D, F), nbytes
 
 
@@ -104,22 +104,25 @@ def _per_example_weights_intensity() -> Derivation:
     counted = Derivation("nbytes", "b·(B·D + B·D·F + B·F)", f"{q(b)}·({B}·{D} + {B}·{D}·{F} + {B}·{F})", nbytes, "B")
     intensity = explain(arithmetic_intensity, flops, nbytes)
     return define(replace(intensity, steps=(counted_flops, counted)),
-                  {"B": "the examples, each multiplying its row of x [D] by its own w [D, F]",
-                   "D, F": "the sides of each example's weights", "b": "bytes per int8 value"})
+                  {"B": "the requests, each multiplying its row of x [D] by its own adapter w [D, F]",
+                   "D, F": "the sides of each request's adapter (F its rank)", "b": "bytes per int8 value"})
 
 
 register(Exercise(
     id="1.3",
-    title="Intensity when every example has its own weights",
+    title="Intensity when every request has its own adapter",
     reference=_per_example_weights_intensity,
     unit="FLOP/B",
     mistakes={
         slip(matmul_intensity(**_1_3, dtype="int8"), arithmetic_intensity(*_per_example_weights_counts())):
-            "you counted one weight matrix shared by the whole batch; here each of the B examples "
-            "brings its own [D, F] matrix, so the weight bytes grow with B as fast as the FLOPs do",
+            "you counted one weight matrix shared by the whole batch; here each of the B requests "
+            "brings its own [D, F] adapter, so the weight bytes grow with B as fast as the FLOPs do",
+        slip(arithmetic_intensity(*_per_example_weights_counts(count_x=False)),
+             arithmetic_intensity(*_per_example_weights_counts())):
+            "you left out the reads of x; next to an adapter this narrow they are not negligible",
         slip(arithmetic_intensity(*_per_example_weights_counts("bf16")),
              arithmetic_intensity(*_per_example_weights_counts())):
-            "a factor of 2: either you counted B·D·F FLOPs (each term is a multiply and an add, 2·B·D·F) "
+            "either you counted one FLOP per multiply-add (each is a multiply and an add) "
             "or 2 bytes per value (int8 values take 1)",
     },
     book=("Q4",),
@@ -400,18 +403,23 @@ register(Exercise(
 
 # 1.15 ------------------------------------------------------------------------
 
+#: The H100 NVL of NVIDIA's H100 data sheet: 1,671 TFLOPS of bf16 "with sparsity" (so half of it dense), 3.9 TB/s.
+_H100_NVL = chip("h100").derive("h100-nvl", bf16_flops_per_s=1671e12 / 2, hbm_bytes_per_s=3.9e12)
+
 register(Exercise(
     id="1.15",
-    title="The H100's critical batch, from its data sheet",
-    reference=lambda: define(explain(critical_batch_size, "h100", dtype="bf16"),
-                             {"C": "the H100's dense bf16 rate: half the data sheet's 1,979 TFLOPS, "
+    title="An H100 NVL's critical batch, from its data sheet",
+    reference=lambda: define(explain(critical_batch_size, _H100_NVL, dtype="bf16"),
+                             {"C": "the H100 NVL's dense bf16 rate: half the data sheet's 1,671 TFLOPS, "
                                    "which assumes 2:4 structured sparsity",
-                              "W": "its HBM bandwidth, 3.35 TB/s"}),
+                              "W": "its HBM bandwidth, 3.9 TB/s"}),
     unit="tokens",
     mistakes={
-        slip(2 * critical_batch_size("h100"), critical_batch_size("h100")):
-            "a factor of 2: the data sheet's 1,979 TFLOPS counts 2:4 structured sparsity; "
+        slip(2 * critical_batch_size(_H100_NVL), critical_batch_size(_H100_NVL)):
+            "a factor of 2: the data sheet's figure counts 2:4 structured sparsity; "
             "a dense matmul gets half of it",
+        slip(critical_batch_size("h100"), critical_batch_size(_H100_NVL)):
+            "those are the SXM module's figures; the question gives the NVL card's",
     },
     book=("Q5",),
 ))
