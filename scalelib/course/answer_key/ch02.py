@@ -171,24 +171,22 @@ register(Exercise(
 
 def _pcie_batch() -> Derivation:
     """Reference for 2.6: intensity ≈ 2·B·D·F / (2·D·F) = B against the PCIe roofline."""
-    return define(explain(critical_batch_size, "tpu-v6e", dtype="bf16", bandwidth="pcie"),
-                  {"C": "TPU v6e's peak bf16 rate", "W": "its PCIe bandwidth (the weights come from host memory)"})
+    return define(explain(critical_batch_size, "tpu-v4p", dtype="bf16", bandwidth="pcie"),
+                  {"C": "TPU v4p's peak bf16 rate", "W": "its PCIe bandwidth (the weights come from host memory)"})
 
 
 register(Exercise(
     id="2.6",
-    title="Batch needed to stay compute-bound with weights in host memory (TPU v6e)",
+    title="Batch needed to stay compute-bound with weights in host memory (TPU v4p)",
     reference=_pcie_batch,
     unit="tokens",
     mistakes={
-        slip(critical_batch_size("tpu-v6e", dtype="bf16", bandwidth="hbm"),
-             critical_batch_size("tpu-v6e", dtype="bf16", bandwidth="pcie")):
+        slip(critical_batch_size("tpu-v4p", dtype="bf16", bandwidth="hbm"),
+             critical_batch_size("tpu-v4p", dtype="bf16", bandwidth="pcie")):
             "you used the HBM bandwidth; the weights come from host memory over PCIe (`pcie_bytes_per_s`)",
-        slip(critical_batch_size(chip("tpu-v6e").derive("tpu-v6e-book-q3", pcie_bytes_per_s=1.6e10),
-                                 dtype="bf16", bandwidth="pcie"),
-             critical_batch_size("tpu-v6e", dtype="bf16", bandwidth="pcie")):
-            "a factor of 2: that is the book's answer, with the 1.6e10 B/s of PCIe its question stipulates; "
-            "this exercise uses the v6e's own figure from the registry, twice that",
+        slip(critical_batch_size("tpu-v6e", dtype="bf16", bandwidth="pcie"),
+             critical_batch_size("tpu-v4p", dtype="bf16", bandwidth="pcie")):
+            "that is the TPU v6e of the book's question; take the v4p's rate and PCIe bandwidth",
     },
     book=("Q3",),
 ))
@@ -350,20 +348,29 @@ register(Exercise(
 ))
 
 
+#: 2.12's two weight matrices, both int8 on one TPU v5e: Q4's [4096, 16384], and a square [2048, 2048].
+_2_12_SHAPES = ((_Q4["D"], _Q4["F"]), (2048, 2048))
+
+
 def _q4_batch(bandwidth: str, spec=None, weight_dtype=None):
     """The batch above which Q4's matmul is compute-bound, streaming over `bandwidth` (for references and slips)."""
     return critical_batch_size(spec or _Q4["chip"], dtype=_Q4["dtype"], weight_dtype=weight_dtype,
                                D=_Q4["D"], F=_Q4["F"], bandwidth=bandwidth)
 
 
+def _hbm_batch(D: int, F: int, spec=None):
+    """The batch above which an int8 [B, D] x [D, F] matmul on `spec` (TPU v5e) is compute-bound over HBM."""
+    return critical_batch_size(spec or _Q4["chip"], dtype=_Q4["dtype"], D=D, F=F, bandwidth="hbm")
+
+
 def _q4_batches() -> Derivation:
-    """Reference for 2.12: [from HBM, from VMEM], every byte counted (activations, weights, result)."""
-    both = tuple(explain(critical_batch_size, _Q4["chip"], dtype=_Q4["dtype"], D=_Q4["D"], F=_Q4["F"],
-                         bandwidth=bw) for bw in ("hbm", "vmem"))
-    d = Derivation("[from HBM, from VMEM]", "[B_crit over HBM, B_crit over VMEM]", "",
+    """Reference for 2.12: [Q4's matrix, the square one], every byte counted (activations, weights, result)."""
+    both = tuple(explain(critical_batch_size, _Q4["chip"], dtype=_Q4["dtype"], D=D, F=F, bandwidth="hbm")
+                 for D, F in _2_12_SHAPES)
+    d = Derivation("[16384 x 4096, 2048 x 2048]", "[B_crit of the first, B_crit of the second]", "",
                    np.array([x.value for x in both]), "tokens", both)
-    return define(d, {"C": "the TPU v5e's peak int8 rate", "W": "the bandwidth of the memory the arrays stream from",
-                      "I": "that critical intensity, C / W", "D, F": "4096 and 16384, the weight matrix's sides"})
+    return define(d, {"C": "the TPU v5e's peak int8 rate", "W": "its HBM bandwidth",
+                      "I": "that critical intensity, C / W", "D, F": "the weight matrix's sides"})
 
 
 def _q4_slip_chip(**changes):
@@ -373,18 +380,18 @@ def _q4_slip_chip(**changes):
 
 register(Exercise(
     id="2.12",
-    title="The batch from which that int8 matmul is compute-bound, from HBM and from VMEM",
+    title="The batch from which an int8 matmul is compute-bound: a tall matrix and a small square one",
     reference=_q4_batches,
     unit="tokens",
     mistakes={
-        slip([critical_batch_size(_Q4["chip"], dtype="int8", bandwidth=bw) for bw in ("hbm", "vmem")],
-             [_q4_batch(bw) for bw in ("hbm", "vmem")]):
-            "you took the large-matrix limit C / W · w / 2, which counts only the weights; at these sizes "
-            "the activations read and the result written move bytes too, so the crossover sits a little higher",
-        slip([_q4_batch(bw, _q4_slip_chip(int8_ops_per_s=0.5)) for bw in ("hbm", "vmem")],
-             [_q4_batch(bw) for bw in ("hbm", "vmem")]):
-            "you used the bf16 rate; with int8 operands the MXU runs at the int8 rate (`int8_ops_per_s`), "
-            "twice as fast",
+        slip([critical_batch_size(_Q4["chip"], dtype="int8", bandwidth="hbm")] * 2,
+             [_hbm_batch(D, F) for D, F in _2_12_SHAPES]):
+            "you took the large-matrix limit, which counts only the weights; at these sizes the activations "
+            "read and the result written move bytes too, so the crossover sits higher, the more so for the "
+            "smaller matrix",
+        slip([_hbm_batch(D, F, _q4_slip_chip(int8_ops_per_s=0.5)) for D, F in _2_12_SHAPES],
+             [_hbm_batch(D, F) for D, F in _2_12_SHAPES]):
+            "you used the bf16 rate; with int8 operands the MXU runs at the int8 rate (`int8_ops_per_s`)",
     },
     book=("Q4",),
 ))
