@@ -21,14 +21,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
+from .. import capstone
 from ..capstone import cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
 from ..check import Exercise, register
 from ._tools import slip
 from ..._derivation import Derivation, explain, q
 from ..._errors import ScalelibError
-from ..._inference import generate_step_time_s, max_batch_size, max_batch_within_latency, prefill_time_s
+from ..._inference import generate_comms_time_s, generate_step_time_s, max_batch_size, max_batch_within_latency, prefill_time_s
 from ..._models import model as _model
-from ..._serving import SLICES_2D, cost_per_million_tokens, usd_per_chip_hour
+from ..._serving import SLICES_2D, cost_per_million_tokens, smallest_slice, usd_per_chip_hour
 from ..._specs import chip
 from ..._matmul_plan import plan_matmul
 from ..._topology import gpu_cluster, tpu_slice
@@ -477,5 +478,48 @@ register(Exercise(
         slip(_gathered(part="over_XY"), _gathered()): "the gather runs over X only: each device keeps its own "
                                                       "part of F along Y",
     }, 0.01),
+    per_learner=True,
+))
+
+
+# 11.11: collectives inside the latency budget ------------------------------------
+
+def _v5e_slice(b):
+    """The brief's TPU v5e serving slice (its own or the other), shaped as chapter 8's smallest slice."""
+    return smallest_slice(b.model, "tpu-v5e", weight_dtype=b.weight_dtype, kv_dtype=b.kv_dtype,
+                          batch=capstone.SERVE_SLICE_SEQUENCES, context=b.context)
+
+
+def _with_collectives(b=None, *, comms=1.0, layers=True) -> Derivation:
+    """The generate step on the v5e slice at its largest batch within the target, its collectives added."""
+    b = b or sample()
+    topo = _v5e_slice(b)
+    kw = dict(context=b.context, weight_dtype=b.weight_dtype, kv_dtype=b.kv_dtype)
+    batch = max_batch_within_latency(b.model, topo, latency_s=b.latency_s, **kw)
+    step = _short(explain(generate_step_time_s, b.model, topo, batch=batch, **kw))
+    ici = explain(generate_comms_time_s, b.model, topo, batch=int(batch))
+    text = "one collective of the activations over all the axes of the slice (chapter 3)"
+    shown = [Derivation(s.symbol, text, text, s.value, "s") for s in ici.steps]
+    ici = replace(ici, steps=tuple(shown))
+    t_ici = ici.value * comms / (1 if layers else _model(b.model).L)
+    return Derivation("T", "T_step + T_ici", f"{q(step.value, 's')} + {q(t_ici, 's')}", step.value + t_ici, "s",
+                      (step, ici), where=(f"B: {batch:.0f} sequences, the largest batch within the "
+                                          f"{q(b.latency_s, 's')} target without collectives, on the slice "
+                                          f"{topo!r}; D, x: the model width and bytes per activation",))
+
+
+register(Exercise(
+    id="11.11",
+    title="Collectives inside the latency budget",
+    reference=lambda: _with_collectives(),
+    unit="s",
+    rtol=0.02,
+    mistakes=_PerBrief(lambda: {
+        slip(_with_collectives(comms=0.0), _with_collectives()): "the step's collectives come on top of its HBM "
+                                                                 "and FLOP time here: nothing overlaps them",
+        slip(_with_collectives(comms=0.5), _with_collectives()): "both blocks of a layer, attention and MLP, "
+                                                                 "gather their input and reduce-scatter their output",
+        slip(_with_collectives(layers=False), _with_collectives()): "every layer runs its own collectives",
+    }, 0.02),
     per_learner=True,
 ))
