@@ -499,33 +499,35 @@ register(Exercise(
 
 # 3.12 ------------------------------------------------------------------------
 
-_3_12 = dict(sizes={"I": 8192, "J": 8192, "K": 8192},
+_V5P_CUBE = tpu_slice((4, 4, 4), "tpu-v5p")      # a whole cube: wraparound on every axis
+_3_12 = dict(sizes={"I": 16384, "J": 16384, "K": 16384},
              options=("A[I_XYZ, J] · B[J, K] -> C[I, K]", "A[I, J] · B[J, K_XYZ] -> C[I, K]",
                       "A[I, J_XYZ] · B[J_XYZ, K] -> C[I, K]", "A[I, J] · B[J, K] -> C[I, K]"))
 
 
 def _3_12_times() -> dict:
-    return {e: plan_matmul(e, _3_12["sizes"], _V4P_CUBE).time_s for e in _3_12["options"]}
+    return {e: plan_matmul(e, _3_12["sizes"], _V5P_CUBE).time_s for e in _3_12["options"]}
 
 
 def _3_12_reference() -> Derivation:
     """Reference for 3.12: the fastest of the book's four shardings for a replicated result."""
     times = _3_12_times()
     best = min(times, key=times.get)
-    return define(explain(plan_matmul, best, _3_12["sizes"], _V4P_CUBE),
-                  {"C": "a TPU v4p's peak bf16 rate", **_T_MATMUL, **_N_AXES})
+    return define(explain(plan_matmul, best, _3_12["sizes"], _V5P_CUBE),
+                  {"C": "a TPU v5p's peak bf16 rate", **_T_MATMUL, **_N_AXES})
 
 
 register(Exercise(
     id="3.12",
-    title="The fastest way to a replicated result on a TPU v4p 4x4x4",
+    title="The fastest way to a replicated result on a TPU v5p 4x4x4",
     reference=_3_12_reference,
     unit="s",
     involves=frozenset(),
     mistakes={
         slip(_3_12_times()[_3_12["options"][2]], min(_3_12_times().values())):
-            "sharding the contracting dimension J leaves partial sums of the whole C on every chip, and summing "
-            "them everywhere is the dearest way to a replicated C",
+            "either the sharding (splitting the contracting dimension J leaves partial sums of the whole C on "
+            "every chip, and summing them takes more communication than another sharding needs) or the "
+            "bandwidth (every axis of the cube is a ring: a chip receives over both directions of its links)",
         slip(_3_12_times()[_3_12["options"][3]], min(_3_12_times().values())):
             "with nothing sharded every chip does the whole matmul; at this size splitting the work costs a "
             "collective that takes less time than the arithmetic it saves",

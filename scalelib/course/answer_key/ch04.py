@@ -70,7 +70,7 @@ register(Exercise(
 def _attention_share() -> Derivation:
     """Reference for 4.2: attention's parameters over all of them."""
     attention = replace(explain(params, Q1_MODEL, component="attention"), symbol="P_attention")
-    total = replace(explain(params, Q1_MODEL), symbol="P")
+    total = Derivation("P", "every parameter, as counted in exercise 4.1", "", params(Q1_MODEL), "params")
     share = Derivation("attention share", "P_attention / P", f"{q(attention.value)} / {q(total.value)}",
                        attention.value / total.value, "", (attention, total))
     return _letters(share)
