@@ -3,15 +3,17 @@
 Every reference is computed by scalelib from the learner's brief (:mod:`scalelib.course.capstone`):
 the brief made last in the learner's kernel, or, in the grader, the brief of the name the notebook
 used. Nothing here is a number of its own but the rules the questions state (the slice sizes a chip
-is offered in, one prompt per prefill pass at the brief's utilisation).
+is offered in, one prompt per prefill pass at the brief's utilisation, 11.10's 4x2 mesh and 4,096 tokens).
 
 The chapter works the sample brief; the exercises ask for the decisions it leaves to the learner, and
 none of them is a figure the chapter's cells compute for a brief (tests/test_capstone.py re-runs the
 chapter with other learners' briefs to hold that): which training chip meets the deadline for the
 least money, the chips it needs, the smallest slice whose best plan (chapter 5's plan search) meets the
-deadline, the tokens the budget buys, the other serving chip's slice, batch and cost (GPU against
-TPU at the brief's prices), and the prefill and generate pools of disaggregated serving. The book's
-chapter 11 is a reading list and asks no questions, so no exercise names a book item.
+deadline and what the run costs on it, the tokens the budget buys, the other serving chip's batch and
+cost (GPU against TPU at the brief's prices), the prefill and generate pools of disaggregated serving,
+one FSDP gather named by chapter 3's plan and confirmed against the compiled HLO, and a generate step's
+collectives set against the latency target. The book's chapter 11 is a reading list and asks no
+questions, so no exercise names a book item.
 """
 
 from __future__ import annotations
