@@ -103,7 +103,7 @@ def _replicated_memory() -> Derivation:
     s = sharding(_3_2["text"], _3_2["mesh"])
     per = explain(s.shard_bytes, _3_2["shape"], dtype=_3_2["dtype"])
     total = explain(s.total_bytes, _3_2["shape"], dtype=_3_2["dtype"])
-    return _listed("[per device, all devices]", (_named(per, "bytes per device"), _named(total, "bytes in all")), "B")
+    return _listed("[per device, all devices]", (per, _named(total, "bytes in all")), "B")
 
 
 register(Exercise(
