@@ -103,7 +103,9 @@ def _replicated_memory() -> Derivation:
     s = sharding(_3_2["text"], _3_2["mesh"])
     per = explain(s.shard_bytes, _3_2["shape"], dtype=_3_2["dtype"])
     total = explain(s.total_bytes, _3_2["shape"], dtype=_3_2["dtype"])
-    return _listed("[per device, all devices]", (per, _named(total, "bytes in all")), "B")
+    per = _named(per, "bytes per device")
+    total = replace(total, symbol="bytes in all", steps=(per,))      # the block shown once, under one name
+    return _listed("[per device, all devices]", (per, total), "B")
 
 
 register(Exercise(
