@@ -10,6 +10,7 @@ DGX SuperPOD reference architecture, as named in the registry's sources.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -350,7 +351,7 @@ register(Exercise(
 
 # 12.10 -----------------------------------------------------------------------
 
-_12_10 = dict(B=16384, D=8192)
+_12_10 = dict(B=16384, D=7168)  # 16,384 tokens of DeepSeek-V3's width
 _12_10_BYTES = _12_10["B"] * _12_10["D"] * bytes_per_value("bf16")
 
 def _alltoall_12_10() -> float:
@@ -365,16 +366,15 @@ register(Exercise(
     involves={"bandwidth"},
     mistakes={
         slip(_12_10_BYTES / (4 * _NODE.nvlink_bytes_per_s_per_gpu), _alltoall_12_10()):
-            "that is the cost on a TPU ring, V/(4W); inside a fully switched node each GPU sends straight "
-            "to every other one, V·(N−1)/(N²·W)",
+            "that is the cost on a TPU ring; inside a fully switched node each GPU sends straight "
+            "to every other one, only the part of its own share that is bound for each",
         slip(alltoall_time_s(_12_10_BYTES, gpu_cluster(1, _variant("h100", nvlink=2)), group=8), _alltoall_12_10()):
-            "a factor of 2: NVLink's 450 GB/s per H100 is per direction, not the bidirectional total; "
-            "and a bf16 value takes 2 bytes",
+            "a factor of 2: NVLink's figure per H100 (`scale_up_bytes_per_s_per_gpu`) is per direction, not the "
+            "bidirectional total; or check the bytes per bf16 value",
         slip(_12_10_BYTES / 8 / _NODE.nvlink_bytes_per_s_per_gpu, _alltoall_12_10()):
-            "a factor of 8/7: each GPU keeps the 1/N of its own data that stays home: V·(N−1)/(N²·W)",
+            "each GPU keeps the part of its own share that is bound for itself: that part never travels",
         slip(_12_10_BYTES * 7 / 8 / _NODE.nvlink_bytes_per_s_per_gpu, _alltoall_12_10()):
-            "a factor of 8 (= N): each GPU holds only V/N of the array and sends (N−1)/N of that, "
-            "so the time is V·(N−1)/(N²·W), not V·(N−1)/(N·W)",
+            "each GPU holds only its own share of the array and sends from that, not from the whole array",
     },
 ))
 
@@ -517,16 +517,34 @@ register(Exercise(
 
 # 12.16 -----------------------------------------------------------------------
 
-_12_16 = dict(stages=16, microbatches=64)
+_12_16 = dict(stages=16, bubble=0.05)  # the most idle share allowed
+
+
+def _fewest_microbatches(bubble_of=pipeline_bubble_fraction) -> int:
+    """Reference for 12.16: the fewest microbatches whose bubble is at most the share allowed."""
+    return next(m for m in itertools.count(1) if bubble_of(_12_16["stages"], m) <= _12_16["bubble"] + 1e-12)
+
+
+def _fewest_microbatches_derivation() -> Derivation:
+    p, share = _12_16["stages"], _12_16["bubble"]
+    m = _fewest_microbatches()
+    at = explain(pipeline_bubble_fraction, p, m)
+    return Derivation("m", "⌈(p − 1)·(1 − bubble) / bubble⌉",
+                      f"({p} − 1)·(1 − {share}) / {share}", m, "microbatches", (at,),
+                      where=("bubble: the idle share allowed; m is the fewest microbatches whose bubble "
+                             "(p − 1) / (m + p − 1) is at most that",))
+
 
 register(Exercise(
     id="12.16",
-    title="Pipeline bubble with 16 stages and 64 microbatches (warm-up)",
-    reference=lambda: explain(pipeline_bubble_fraction, **_12_16),
+    title="Microbatches that keep a 16-stage pipeline's bubble under 5%",
+    reference=_fewest_microbatches_derivation,
+    unit="microbatches",
+    integer=True,
     mistakes={
-        slip((_12_16["stages"] - 1) / _12_16["microbatches"], pipeline_bubble_fraction(**_12_16)):
-            "you divided by m; the step lasts m + p − 1 slots (the m microbatches plus the p − 1 slots "
-            "to fill and drain the pipeline), so the idle share is (p − 1) / (m + p − 1)",
+        slip(_fewest_microbatches(lambda p, m: (p - 1) / m), _fewest_microbatches()):
+            "you took the bubble as the fill-and-drain slots over the microbatches alone; the step lasts the "
+            "microbatches plus those slots, so divide by both",
     },
 ))
 
@@ -819,7 +837,7 @@ register(Exercise(
     involves={"bandwidth"},
     mistakes={
         slip(_12_26_BYTES / _NODE.nvlink_bytes_per_s_per_gpu, hierarchical_allgather_time_s(_12_26_BYTES, _NODE)):
-            "V / W_gpu is the approximation; each GPU already holds its own eighth and receives (N − 1)/N of V",
+            "that is the approximation; each GPU already holds its own share and receives only the others'",
     },
     book=("Pop quiz 1",),
 ))
@@ -827,7 +845,7 @@ register(Exercise(
 
 # 12.27 -----------------------------------------------------------------------
 
-_12_27 = dict(B=4096, slots=8, D=4096, k=4)  # bf16[B_X, slots, D]: a row of D for each of the 8 GPUs
+_12_27 = dict(B=4096, slots=8, D=6144, k=4)  # bf16[B_X, slots, D]: a row of D for each of the 8 GPUs
 _12_27_BYTES = _12_27["B"] * _12_27["slots"] * _12_27["D"] * bytes_per_value("bf16")
 
 
@@ -846,11 +864,12 @@ register(Exercise(
     unit="s",
     involves={"bandwidth"},
     mistakes={
-        (8 / 7, 8 / 7):
-            "V / (N·W) is the approximation; each GPU keeps the 1/N of its share that stays home: V·(N − 1)/(N²·W)",
-        (1.0, 2.0):
-            "with only 4 of the 8 slots holding data, each GPU sends half the bytes: only the non-empty "
-            "entries travel",
+        slip([_12_27_BYTES / 8 / _NODE.nvlink_bytes_per_s_per_gpu, _12_27_BYTES / 8 / _NODE.nvlink_bytes_per_s_per_gpu
+              * _12_27["k"] / _12_27["slots"]], _dense_and_ragged()):
+            "that is the approximation; each GPU keeps the part of its share that is bound for itself: that part "
+            "never travels",
+        slip([_dense_and_ragged().value[0]] * 2, _dense_and_ragged()):
+            "with only some of the slots holding data, only the non-empty entries travel",
     },
     book=("Pop quiz 2",),
 ))
