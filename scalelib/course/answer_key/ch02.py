@@ -154,8 +154,8 @@ register(Exercise(
     involves={"bandwidth"},
     mistakes={
         slip(_p2p(wraparound=False), _p2p()):
-            "you routed the long way, 12 + 12 hops; the full 16x16 pod has wraparound links, "
-            "so 12 steps forward on an axis are 4 steps backward",
+            "you routed the long way; the full 16x16 pod has wraparound links, so going backward along an "
+            "axis can take fewer hops than going forward",
         slip(_p2p(hop_latency_s=0.0), _p2p()):
             "you left out the latency of the hops (about 1 µs each); at this size it is a good part of the time",
         slip(_v5e_pod().hops(_2_5["a"], _2_5["b"]) * ICI_HOP_LATENCY_S
@@ -549,8 +549,8 @@ register(Exercise(
     rtol=5e-4,
     mistakes={
         slip(_2_16["m"] + _2_16["n"], _output_cycle()):
-            "the outputs leave skewed: column c of Y comes out c cycles after column 0, as the activations take "
-            "one cycle per PE to move right",
+            "the outputs leave skewed, one column after another, as the activations take a cycle for each PE "
+            "they cross moving right",
         slip(_2_16["m"] + _2_16["c"] + 1, _output_cycle()):
             "a partial sum moves down one PE per cycle, so it needs n cycles to pass the array's n rows",
         slip(_2_16["m"] + _2_16["n"] + _2_16["c"] - 1, _output_cycle()):
@@ -579,7 +579,7 @@ register(Exercise(
             "a factor of 4: that is one pass; W is cut into four 128 x 128 tiles, each one pass of X "
             "through the array, one after the other",
         slip(4 * _2_17["M"], _tiled_cycles()):
-            "each pass also fills the array (n - 1 cycles for the first sum to cross it) and drains it "
-            "(N - 1 cycles of skew on the way out), not only the M cycles that stream X in",
+            "each pass also fills the array (the first sum must cross it) and drains it (the skew on the way "
+            "out), besides the cycles that stream X in",
     },
 ))

@@ -343,8 +343,8 @@ register(Exercise(
             "you priced the NVLink level only; the ring between the 16 nodes runs at the same time through "
             "each node's InfiniBand egress (`scale_out_bytes_per_s_per_node`), which is slower and binds",
         slip(2 * _12_9_BYTES / chip("h100").scale_out_bytes_per_s_per_node, _allreduce_12_9()):
-            "2·V/W_node is the approximation for many nodes; a ring of M = 16 nodes moves (M − 1)/M of the "
-            "array, as inside a node",
+            "that is the large-group approximation; a ring of nodes moves only the share of the array the "
+            "other nodes hold, as inside a node",
     },
 ))
 
@@ -404,8 +404,8 @@ register(Exercise(
     reference=_alltoall_slowdown,
     mistakes={
         slip(_alltoall_slowdown_approximate(), _alltoall_slowdown()):
-            "you used the approximations V/(8·W_gpu) and V/(M·W_node); they hold for many GPUs and nodes, "
-            "but with M = 2 the exact V·(M−1)/(M²·W_node) is half of V/(M·W_node)",
+            "you used the large-group approximations; they hold for many GPUs and nodes, but with only two "
+            "nodes the exact cost, which counts the share that stays on each node, is noticeably smaller",
     },
 ))
 
@@ -576,8 +576,8 @@ register(Exercise(
             "InfiniBand egress of each node, not NVLink, sets the time",
         slip((_12_17["gpus"] * chip("gb200-nvl72").scale_up_bytes_per_s_per_gpu)
              / (_12_17["gpus"] // 8 * chip("h100").scale_out_bytes_per_s_per_node), _nvl72_alltoall_speedup()):
-            "you used the approximations V/(N·W_gpu) and V/(M·W_node); the exact costs carry the factors "
-            "(N−1)/N² and (M−1)/M², which differ noticeably for M = 9 nodes",
+            "you used the large-group approximations; the exact costs count the share each GPU or node keeps, "
+            "which differs noticeably between 72 GPUs and 9 nodes",
     },
 ))
 
@@ -739,11 +739,11 @@ register(Exercise(
     involves={"dtype", "flops"},
     mistakes={
         slip([_12_22_MATH[0], _b200_matmul_part("t_lower_s")[1]], _b200_matmuls()):
-            "with 64 rows the matmul is far below the B200's critical intensity (about 288 FLOP/B): "
-            "it waits on HBM, so its time is bytes / W",
+            "with 64 rows the matmul is far below the B200's critical intensity: it waits on HBM, so moving "
+            "its bytes, not its arithmetic, sets its time",
         slip([_b200_matmul_part("t_lower_s")[0], _12_22_COMMS[1]], _b200_matmuls()):
-            "with 512 rows the matmul is above the critical intensity: the arithmetic, FLOPs / C, takes longer "
-            "than moving the bytes",
+            "with 512 rows the matmul is above the critical intensity: the arithmetic takes longer than moving "
+            "the bytes",
     },
     book=("Quiz 1 Q4",),
 ))
