@@ -51,43 +51,10 @@ CHAPTERS = tuple(range(1, 13))
 
 #: Sweep 1: exercise -> where its chapter prints its reference (the printed text, as read).
 PENDING_PRINTED: dict[str, str] = {
-    '1.3': "1.999 printed as 'ne add per term of each sum, $2BDF$ FLOPs, '",
-    '1.15': "295.5 printed as '| 9.9e14 FLOP/s | 3.35 TB/s | 296 FLOP/B | | h'",
-    '2.6': '2.875e+04 printed as "16) with the registry\'s PCIe: 2.88e4 tokens "',
-    '2.12': "10.96 printed as 'wer. From VMEM it finds about 11, and notes '",
-    '9.7': "512 printed as 'r<256x512xf32>, %arg1: tensor<512x1024xf32>, '",
-    '10.9': "1.165e-05 printed as 'ytes / W = 524 kB / 45 GB/s = 11.7 µs   (one blo'",
-    '12.1': "287.5 printed as ' FLOP/B b200  (bf16): C / W = 288 FLOP/B '",
-    '12.3': "6.921e+07 printed as 'M 33 MiB + registers 33 MiB = 66 MiB, in 132 pi'",
-    '12.6': "0.9697 printed as '8 tiles in 16 waves, SMs busy 97.0%, predicted '",
-    '12.13': "2556 printed as 'PU  gb200-nvl72: NVLink stage 2560 tokens, fat-'",
-    '12.14': "11.22 printed as 'LOP/s | 850 tokens per chip | 11.2 chips | | H1'",
-    '12.18': "1.69e+04 printed as '    h100:  16896 vector ALUs '",
-    '12.19': "2.686e+13 printed as ' = 132 · 128 · 1.59 GHz · 1 = 2.69e13 FLOP/s   whe'",
-    '12.20': "2.111e+09 printed as '= 8e13 FLOP/s / (18944 · 2) = 2.11 GHz   where C'",
-    '12.21': "0.003846 printed as ' 3 · 1.07e9 · 4 / 3.35 TB/s = 3.85 ms   where b:'",
-    '12.23': "3.6e+12 printed as 'd 0 spine switches, bisection 3.6 TB/s NVLink p'",
-    '12.24': "3.6e+12 printed as 'd 0 spine switches, bisection 3.6 TB/s NVLink p'",
-    '12.25': "1.28e+13 printed as '  4 spine switches, bisection 12.8 TB/s   1024 G'",
-    '12.31': "0.000522 printed as ' SHARP AllReduce over X takes 522 µs    16 GPUs'",
-    '12.32': "3.67e-05 printed as ' SHARP AllReduce over X takes 36.7 µs '",
-    '12.36': "13.03 printed as 'LaMA-3-70B (F = 28672): up to 13.0 GPUs in a no'",
-    '12.37': "2398 printed as 'l-parallel GPUs per replica:  2400 tokens per G'",
-    '12.40': "7.92e+04 printed as 't = (256 / 8) · 2475 tokens = 7.92e4 tokens   whe'",
-    '12.41': "1.732e+04 printed as '8: experts narrower than F =  17325 wait on the '",
-    '12.42': "0.003691 printed as '· 400 GB/s)) · (16 + 8 − 2) = 3.69 ms   where b:'",
 }
 
 #: Sweep 2: exercise -> a hint that gives a figure away (the number, and what it lands on).
 PENDING_HINTS: dict[str, str] = {
-    '2.14': "4 in 'a factor of 4: each of the 8 x 128 lanes has 4 independent A'… is the reference / the wrong answer",
-    '2.17': "4 in 'a factor of 4: that is one pass; W is cut into four 128 x 12'… is the reference / the wrong answer",
-    '9.7': "4 in 'you swapped the two axes: the all-reduce sums over the 4 dev'… is the reference / 4",
-    '12.4': "3 in 'you counted one stage; each of the 3 pipeline stages holds i'… is the reference / the wrong answer",
-    '12.23': "4.5e+11 in 'that is what the four switches could carry; the eight GPUs c'… is the reference / 8; 4.5e+11 in 'a factor of 2: count one direction, 450 GB/s per GPU (900 GB'… is the reference / 8; 9e+11 in 'a factor of 2: count one direction, 450 GB/s per GPU (900 GB'… is the reference / 4",
-    '12.24': "4.5e+11 in 'that is one direction; bisection bandwidth counts the traffi'… is the reference / 8",
-    '12.25': "32 in 'a leaf switch gives only half its 64 ports to the nodes (and'… is the reference / 4e+11",
-    '12.32': '4 in "the spine\'s 51.2 TB/s is shared by the 4 scalable units; eac"… is the reference / the wrong answer',
 }
 
 #: Sweep 3: exercise -> what the learner's probe found (a slip not named for its own wrong answer,
@@ -95,7 +62,12 @@ PENDING_HINTS: dict[str, str] = {
 PENDING_PROBE: dict[str, str] = {}
 
 #: Sweep 1's allow-list: at most one exercise per chapter whose printed reference is justified.
-ALLOWED_PRINTED: dict[str, str] = {}
+ALLOWED_PRINTED: dict[str, str] = {
+    '9.7': "its answer is three array sides read off a module's HLO, [16, 512, 4096]; the chapter prints shapes "
+           "in nearly every cell (512 is a side of its first example's x), so any sides of this size are printed, "
+           "and tests/test_profile.py pins the module; the exercise reads a module the chapter does not (a 2x4 "
+           "mesh with the batch sharded), whose global shapes it never prints",
+}
 
 # =====================================================================================================
 

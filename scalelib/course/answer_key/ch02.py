@@ -491,7 +491,7 @@ register(Exercise(
         slip(_vpu_rate(per_chip=True), _vpu_rate()):
             f"a factor of {chip('tpu-v5p').cores}: that is the whole chip; the question asks for one TensorCore",
         slip(_vpu_rate() / 4, _vpu_rate()):
-            "a factor of 4: each of the 8 x 128 lanes has 4 independent ALUs (`vector_alus_per_core` counts them all)",
+            "each of the 8 x 128 lanes has several independent ALUs (`vector_alus_per_core` counts them all)",
     },
     book=("Pop quiz",),
 ))
@@ -576,8 +576,8 @@ register(Exercise(
     rtol=5e-4,
     mistakes={
         slip(systolic_cycles(_2_17["M"], _2_17["n"], _2_17["n"], size=_2_17["n"]), _tiled_cycles()):
-            "a factor of 4: that is one pass; W is cut into four 128 x 128 tiles, each one pass of X "
-            "through the array, one after the other",
+            "that is one pass; W is cut into tiles of the array's size, each one pass of X through the "
+            "array, one after the other",
         slip(4 * _2_17["M"], _tiled_cycles()):
             "each pass also fills the array (the first sum must cross it) and drains it (the skew on the way "
             "out), besides the cycles that stream X in",

@@ -170,7 +170,7 @@ register(Exercise(
     unit="B",
     mistakes={
         slip(tile_smem_bytes(**{**_12_4, "stages": 1}, dtype="bf16"), tile_smem_bytes(**_12_4, dtype="bf16")):
-            "you counted one stage; each of the 3 pipeline stages holds its own A and B blocks in SMEM",
+            "you counted one stage; each stage of the pipeline holds its own A and B blocks in SMEM",
         slip(tile_smem_bytes(**_12_4, dtype="fp8"), tile_smem_bytes(**_12_4, dtype="bf16")):
             "a factor of 2: a bf16 value takes 2 bytes",
     },
