@@ -720,48 +720,54 @@ register(Exercise(
 # 3.17 ------------------------------------------------------------------------
 
 _V6E_POD = tpu_pod("tpu-v6e")
-_3_17_AXES = "XY"
+_3_17 = dict(axes="XY", D=8192, dtype="bf16")
 
 
-def _3_17_value(latency_axes=_3_17_AXES, bandwidth_axes=_3_17_AXES, chips=None) -> float:
-    """Shard size per chip where the hops' time equals the bytes' time, with a slip in one of the terms."""
+def _3_17_batch(latency_axes=_3_17["axes"], bandwidth_axes=_3_17["axes"], dtype=_3_17["dtype"]) -> int:
+    """The largest batch B whose [B, D] gather over the pod takes as long for its hops as for its bytes, or longer;
+    a slip in one of the two terms or in the bytes per value changes it."""
     latency = allgather_time_s(0.0, _V6E_POD, axes=latency_axes)
     W = sum(_V6E_POD.axis_bytes_per_s(a) for a in bandwidth_axes)
-    n = chips if chips is not None else int(np.prod([_V6E_POD.mesh[a] for a in _3_17_AXES]))
-    return latency * W / n
+    return int(np.floor(latency * W / (_3_17["D"] * bytes_per_value(dtype))))
 
 
 def _3_17_reference() -> Derivation:
-    """Reference for 3.17: where the hops' latency and the bytes' time meet, per chip, over both axes."""
-    n = int(np.prod([_V6E_POD.mesh[a] for a in _3_17_AXES]))
-    W = sum(_V6E_POD.axis_bytes_per_s(a) for a in _3_17_AXES)
-    latency = allgather_time_s(0.0, _V6E_POD, axes=_3_17_AXES)
-    value = latency_bound_bytes(_V6E_POD, axes=_3_17_AXES, per="shard")
-    assert abs(value / _3_17_value() - 1) < 1e-9
-    return Derivation("V*_shard", "T_latency · ΣW / n", f"{q(latency, 's')} · {q(W, 'B/s')} / {n}", value, "B",
-                      where=("T_latency: the AllGather's hops, halfway round each ring of the pod in turn, at about "
-                             "1 µs each; W: a chip's bidirectional bandwidth along one axis, ΣW along both axes "
-                             "together (the gather takes V / ΣW); n: the chips of the pod",))
+    """Reference for 3.17: the array whose gather over both axes takes as long as its hops, in tokens of [B, D]."""
+    hops = explain(allgather_time_s, 0.0, _V6E_POD, axes=_3_17["axes"])
+    W = sum(_V6E_POD.axis_bytes_per_s(a) for a in _3_17["axes"])
+    crossover = Derivation("V*", "T_latency · ΣW", f"{q(hops.value, 's')} · {q(W, 'B/s')}", hops.value * W, "B",
+                           (hops,), where=("T_latency: the gather's hops alone (an empty array); ΣW: a chip's "
+                                           "bidirectional bandwidth over both axes together",))
+    assert abs(crossover.value / latency_bound_bytes(_V6E_POD, axes=_3_17["axes"]) - 1) < 1e-9
+    b = bytes_per_value(_3_17["dtype"])
+    value = _3_17_batch()
+    assert value == int(np.floor(crossover.value / (_3_17["D"] * b)))
+    return define(Derivation("B_max", "⌊V* / (D · b)⌋", f"⌊{q(crossover.value, 'B')} / ({_3_17['D']} · {b:g})⌋",
+                             value, "tokens", (crossover,),
+                             where=("V*: the gathered array whose bytes take as long as the hops; D: the activations' "
+                                    "width; b: bytes per bf16 value",)), _N_AXES)
 
+
+# Summing only one of the two terms over both axes, or taking 4-byte values, gives the same batch: one text
+# names them all.
+assert _3_17_batch(latency_axes="X") == _3_17_batch(bandwidth_axes="X") == _3_17_batch(dtype="f32")
 
 register(Exercise(
     id="3.17",
-    title="Where an AllGather over a whole TPU v6e pod stops being latency-bound",
+    title="Below what batch an AllGather of activations over a whole TPU v6e pod is latency-bound",
     reference=_3_17_reference,
-    unit="B",
+    unit="tokens",
+    integer=True,
     involves=frozenset(),
     mistakes={
-        slip(_3_17_value(latency_axes="X", bandwidth_axes="X", chips=_V6E_POD.mesh["X"]), _3_17_value()):
-            "that is the crossover of a gather along one axis; this one runs over X and Y together",
-        slip(_3_17_value(latency_axes="X"), _3_17_value()):
-            "one of the two terms is short: over both axes the hops of both rings add up, the bandwidths of "
-            "both axes add up, and each link carries data both ways",
-        slip(_3_17_value(latency_axes="X", bandwidth_axes="X"), _3_17_value()):
-            "over both axes the hops of both rings add up, and so do the bandwidths of both axes",
-        slip(_3_17_value(chips=1), _3_17_value()):
-            "that is the whole gathered array; the question asks for each chip's shard of it",
-        slip(_3_17_value(chips=_V6E_POD.mesh["X"]), _3_17_value()):
-            "each chip's shard is the array over every chip of the pod, not over one axis",
+        slip(_3_17_batch(latency_axes="X", bandwidth_axes="X"), _3_17_batch()):
+            "that is the crossover of a gather along one axis; this one runs over X and Y together, so the hops "
+            "of both rings add up and so do the bandwidths of both axes",
+        slip(_3_17_batch(latency_axes="X"), _3_17_batch()):
+            "either one of the two terms is short (over both axes the hops of both rings add up, and so do the "
+            "bandwidths of both axes) or the bytes per value are off (the activations are bf16)",
+        slip(_3_17_batch(dtype="int8"), _3_17_batch()):
+            "the activations are bf16: check the bytes per value",
     },
 ))
 
