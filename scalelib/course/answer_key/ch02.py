@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -471,26 +472,44 @@ register(Exercise(
 ))
 
 
-# 2.14: the book's pop quiz on VPU throughput ------------------------------------------------------------
+# 2.14: the book's pop quiz on VPU throughput, beside the same core's MXUs ---------------------------------
 
 def _vpu_rate(spec_name: str = "tpu-v5p", per_chip: bool = False) -> float:
     return vector_flops_per_s(spec_name, per="chip" if per_chip else "core")
 
 
+def _core_rates(vpu_per_chip: bool = False, mxu_per_chip: bool = False, alus: float = 1.0) -> np.ndarray:
+    """[VPU, MXUs] FLOP/s of one TPU v5p TensorCore (a slip: the whole chip's, or a quarter of the ALUs)."""
+    v5p = chip("tpu-v5p")
+    return np.array([_vpu_rate(per_chip=vpu_per_chip) * alus,
+                     v5p.bf16_flops_per_s / (1 if mxu_per_chip else v5p.cores)])
+
+
 def _vpu_throughput() -> Derivation:
-    """Reference for 2.14: every ALU of one TensorCore's VPU does one fp32 operation per cycle."""
-    return explain(vector_flops_per_s, "tpu-v5p", per="core")
+    """Reference for 2.14: every ALU of one TensorCore's VPU does one fp32 operation per cycle; its MXUs do the
+    chip's bf16 rate over its cores."""
+    v5p = chip("tpu-v5p")
+    vpu = replace(explain(vector_flops_per_s, "tpu-v5p", per="core"), symbol="C_VPU per core")
+    mxu = Derivation("C_MXU per core", "C / cores", f"{q(v5p.bf16_flops_per_s, 'FLOP/s')} / {v5p.cores}",
+                     v5p.bf16_flops_per_s / v5p.cores, "FLOP/s", where=("C: the chip's peak bf16 rate (its MXUs); "
+                                                                       "cores: its TensorCores",))
+    return Derivation("[VPU, MXUs]", "[C_VPU per core, C_MXU per core]", "", _core_rates(), "FLOP/s", (vpu, mxu))
 
 
 register(Exercise(
     id="2.14",
-    title="Vector FLOP/s of one TPU v5p TensorCore (warm-up)",
+    title="Vector and matrix FLOP/s of one TPU v5p TensorCore",
     reference=_vpu_throughput,
     unit="FLOP/s",
+    involves=frozenset(),
     mistakes={
-        slip(_vpu_rate(per_chip=True), _vpu_rate()):
-            f"a factor of {chip('tpu-v5p').cores}: that is the whole chip; the question asks for one TensorCore",
-        slip(_vpu_rate() / 4, _vpu_rate()):
+        slip(_core_rates() * [2, 1], _core_rates()):
+            "you counted each ALU's operation as 2 FLOPs; the question credits each ALU with one per cycle",
+        slip(_core_rates(vpu_per_chip=True, mxu_per_chip=True), _core_rates()):
+            "those are the whole chip's; the question asks for one TensorCore",
+        slip(_core_rates(mxu_per_chip=True), _core_rates()):
+            "the second is the whole chip's MXU rate; the chip has more than one TensorCore",
+        slip(_core_rates(alus=0.25), _core_rates()):
             "each of the 8 x 128 lanes has several independent ALUs (`vector_alus_per_core` counts them all)",
     },
     book=("Pop quiz",),
