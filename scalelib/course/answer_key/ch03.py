@@ -236,7 +236,7 @@ def _3_5_bytes() -> float:
 
 register(Exercise(
     id="3.5",
-    title="A small AllGather along an 8-chip line: latency-bound",
+    title="A small AllGather along an 8-chip line",
     reference=_3_5_reference,
     unit="s",
     involves=frozenset(),
@@ -269,7 +269,7 @@ def _3_6_time(slice_: TpuSlice, latency_s=None) -> float:
 
 register(Exercise(
     id="3.6",
-    title="A latency-bound AllGather on a TPU v5p 4x4x12",
+    title="A small AllGather on a TPU v5p 4x4x12",
     reference=_3_6_reference,
     unit="s",
     involves=frozenset(),
