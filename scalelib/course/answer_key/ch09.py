@@ -107,7 +107,8 @@ def _two_and_one_kernel_bytes() -> Derivation:
     two, one = _kernel_bytes(False), _kernel_bytes(True)
     both = Derivation("[two kernels, one kernel]", "[bytes(two kernels), bytes(one kernel)]", "",
                       np.array([two.value, one.value]), "B", (two, one))
-    return define(both, {"B, D, F": "the sides of x [B, D] and w [D, F]; h = x @ w is [B, F]",
+    return define(both, {"B, D, F": "the sides of the layer's input [B, D] and weights [D, F], whose product h "
+                                     "is [B, F]",
                          "v": "bytes per f32 value"})
 
 
