@@ -400,10 +400,10 @@ register(Exercise(
 
 # 4.11 ------------------------------------------------------------------------
 
-_4_11 = dict(sequences=512, T=4096)
+_4_11 = dict(model="llama-3.1-405b", sequences=512, T=4096)
 
 
-def _recomputed(name: str = "llama-3-70b", **changes) -> Derivation:
+def _recomputed(name: str = _4_11["model"], **changes) -> Derivation:
     """Reference for 4.11: the forward pass of dot-product attention, done once more in the backward pass."""
     spec = model(name) if not changes else model(name).derive("variant", **changes)
     tokens = _4_11["sequences"] * _4_11["T"]
@@ -420,11 +420,11 @@ register(Exercise(
     reference=_recomputed,
     unit="FLOP",
     mistakes={
-        slip(train_flops("llama-3-70b", seq_len=_4_11["T"], tokens=_4_11["sequences"] * _4_11["T"],
+        slip(train_flops(_4_11["model"], seq_len=_4_11["T"], tokens=_4_11["sequences"] * _4_11["T"],
                          component="dot_product"), _recomputed()):
             "that is attention's whole training cost; the backward pass needs only its two forward products "
             "again (QKᵀ and the product with V), not its own gradient products, which it does anyway",
-        slip(_recomputed(N=model("llama-3-70b").K), _recomputed()):
+        slip(_recomputed(N=model(_4_11["model"]).K), _recomputed()):
             "you used the key/value heads; attention's products run over every query head",
         slip(_recomputed(L=1), _recomputed()):
             "that is one layer's; every layer recomputes its own attention",
