@@ -131,6 +131,16 @@ def test_max_batch_size_is_the_memory_left_beside_the_weights_and_the_reserve_ov
         assert got == math.floor((16 * V5E["hbm_bytes"] - P70 - reserve) / (8192 * kv))
 
 
+def test_a_batch_that_exactly_fills_memory_fits_and_one_more_does_not():
+    # 30B bf16 parameters (60 GB) and 20,000 caches of 1000 tokens at 1 kB: exactly an H100's 80 GB
+    kw = dict(context=1000, kv_bytes_per_token=1000)
+    assert 60e9 + 20000 * 1000 * 1000 == H100["hbm_bytes"]
+    assert sl.generate_step_time_s(30e9, "h100", batch=20000, **kw) > 0
+    assert sl.max_batch_size(30e9, "h100", **kw) == 20000
+    with pytest.raises(sl.InvalidValueError, match=r"^batch 20001 at context 1000 does not fit"):
+        sl.generate_step_time_s(30e9, "h100", batch=20001, **kw)
+
+
 def test_nothing_is_reserved_unless_asked():
     d = sl.explain(sl.max_batch_size, "llama-3-70b", sl.tpu_slice((4, 4), "tpu-v5e"), context=8192,
                    weight_dtype="int8")

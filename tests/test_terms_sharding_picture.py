@@ -42,6 +42,7 @@ def blocks_by_hand(mesh, axes_of_dims):
 
 
 def cells(ax):
+    assert all(p.get_linewidth() == 1.5 for p in ax.patches)  # every cell outlined alike
     return [(p.get_x(), p.get_y(), p.get_width(), p.get_height(), p.get_facecolor()) for p in ax.patches]
 
 

@@ -119,6 +119,35 @@ def test_book_kv_cache_of_8_gib_for_8k_context():
     assert sl.kv_cache_bytes(spec, tokens=8192, dtype="int8") == 8 * 1024**3
 
 
+def test_deepseek_v3s_latent_attention_is_counted_matrix_by_matrix():
+    # per layer, by hand from its config: W_DQ D x r_q, W_UQ r_q x N·(d_nope + d_rope), W_DKV D x (r_kv + d_rope)
+    # (the latent and the shared positional key), W_UK and W_UV r_kv x N·(d_nope + d_v), W_O N·d_v x D
+    D, N, r_q, r_kv, d_nope, d_rope, d_v = 7168, 128, 1536, 512, 128, 64, 128
+    per_layer = (D * r_q + r_q * N * (d_nope + d_rope) + D * (r_kv + d_rope) + r_kv * N * (d_nope + d_v)
+                 + N * d_v * D)
+    assert per_layer == 187_105_280
+    assert sl.params("deepseek-v3", component="attention") == 61 * per_layer
+
+
+def test_an_unknown_optimizer_is_named_as_given():
+    with pytest.raises(sl.UnknownNameError, match=r"^`optimizer`: unknown optimizer 'adamw': expected one of adam, "
+                                                  r"momentum, sgd; did you mean 'adam'\?$"):
+        sl.training_state_bytes("llama-3-8b", optimizer="adamw")
+    with pytest.raises(sl.UnknownNameError, match=r"^`optimizer`: unknown optimizer '3': expected one of adam, "
+                                                  r"momentum, sgd$"):
+        sl.training_state_bytes("llama-3-8b", optimizer=3)
+
+
+def test_the_flop_counts_take_their_options_by_keyword():
+    import inspect
+
+    for f in (sl.train_flops, sl.forward_flops):
+        params = inspect.signature(f).parameters
+        assert [p.kind for p in params.values()][1:] == [inspect.Parameter.KEYWORD_ONLY] * (len(params) - 1)
+    with pytest.raises(TypeError):
+        sl.train_flops("llama-3-8b", 4096)
+
+
 def test_deepseek_v3_caches_576_values_per_token_per_layer():
     assert sl.kv_cache_bytes("deepseek-v3", dtype="int8") == 61 * (512 + 64)
 

@@ -1,0 +1,23 @@
+"""The book's cases of a sharded matmul (ch. 3) for a batched einsum: a batch dimension sharded differently on the
+two operands is case 2 (an operand must be resharded) whichever operand has which axes; sharded alike, case 1."""
+
+import pytest
+
+import scalelib as sl
+
+SIZES = {"B": 8, "I": 16, "J": 32, "K": 64}
+MESH = {"X": 4, "Y": 2}
+
+
+@pytest.mark.parametrize("a, b, cases", [
+    ("B_X", "B_X", (1,)),
+    ("B_X", "B_Y", (2,)),
+    ("B_Y", "B_X", (2,)),
+    ("B_XY", "B_X", (2,)),
+    ("B_X", "B_XY", (2,)),
+    ("B_YX", "B_XY", (2,)),
+])
+def test_a_batch_dimension_sharded_differently_is_case_2_either_way(a, b, cases):
+    plan = sl.plan_matmul(f"A[{a}, I, J] * B[{b}, J, K] -> C[B_X, I, K]", SIZES, MESH)
+    assert plan.cases == cases
+    assert str(plan.result) == "C[B_X, I, K]"
