@@ -517,34 +517,39 @@ register(Exercise(
 
 # 12.16 -----------------------------------------------------------------------
 
-_12_16 = dict(stages=16, bubble=0.05)  # the most idle share allowed
+_12_16 = dict(stages=16, sequences=512, per_microbatch=4, chunks=2)  # one replica's step, 2 chunks per stage
 
 
-def _fewest_microbatches(bubble_of=pipeline_bubble_fraction) -> int:
-    """Reference for 12.16: the fewest microbatches whose bubble is at most the share allowed."""
-    return next(m for m in itertools.count(1) if bubble_of(_12_16["stages"], m) <= _12_16["bubble"] + 1e-12)
+def _bubbles() -> Derivation:
+    """Reference for 12.16: the bubble of a plain 1F1B schedule and of an interleaved one, for the step's microbatches."""
+    p, v = _12_16["stages"], _12_16["chunks"]
+    m = _12_16["sequences"] // _12_16["per_microbatch"]
+    plain = explain(pipeline_bubble_fraction, p, m)
+    interleaved = replace(explain(pipeline_bubble_fraction, p, m, virtual_stages=v), symbol="bubble (interleaved)")
+    return Derivation("[1F1B, interleaved]", "[bubble, bubble (interleaved)]", "",
+                      np.array([plain.value, interleaved.value]), "", (plain, interleaved))
 
 
-def _fewest_microbatches_derivation() -> Derivation:
-    p, share = _12_16["stages"], _12_16["bubble"]
-    m = _fewest_microbatches()
-    at = explain(pipeline_bubble_fraction, p, m)
-    return Derivation("m", "⌈(p − 1)·(1 − bubble) / bubble⌉",
-                      f"({p} − 1)·(1 − {share}) / {share}", m, "microbatches", (at,),
-                      where=("bubble: the idle share allowed; m is the fewest microbatches whose bubble "
-                             "(p − 1) / (m + p − 1) is at most that",))
+def _bubble_slip(**how) -> np.ndarray:
+    """12.16's slips: the bubble over m alone (`over_m`), or the interleaved one as the plain one over v (`over_v`)."""
+    p, v = _12_16["stages"], _12_16["chunks"]
+    m = _12_16["sequences"] // _12_16["per_microbatch"]
+    plain = (p - 1) / m if how.get("over_m") else pipeline_bubble_fraction(p, m)
+    interleaved = pipeline_bubble_fraction(p, m) / v if how.get("over_v") else pipeline_bubble_fraction(p, m, virtual_stages=v)
+    return np.array([plain, interleaved])
 
 
 register(Exercise(
     id="12.16",
-    title="Microbatches that keep a 16-stage pipeline's bubble under 5%",
-    reference=_fewest_microbatches_derivation,
-    unit="microbatches",
-    integer=True,
+    title="Pipeline bubble of a 16-stage step, plain and interleaved",
+    reference=_bubbles,
     mistakes={
-        slip(_fewest_microbatches(lambda p, m: (p - 1) / m), _fewest_microbatches()):
-            "you took the bubble as the fill-and-drain slots over the microbatches alone; the step lasts the "
-            "microbatches plus those slots, so divide by both",
+        slip(_bubble_slip(over_m=True), _bubbles()):
+            "you divided by the microbatches alone; the step lasts the microbatches plus the slots to fill and "
+            "drain the pipeline",
+        slip(_bubble_slip(over_v=True), _bubbles()):
+            "dividing the plain bubble by the chunks shrinks the idle time but keeps the step as long as the plain "
+            "one's; the step shortens too, by the fill and drain it no longer waits for",
     },
 ))
 
@@ -584,38 +589,40 @@ register(Exercise(
 
 # 12.18 -----------------------------------------------------------------------
 
-_12_18_CHIPS = ("a100", "v100")
+def _alus_and_tensor_ratio(h100_alus_per_sm: float | None = None, sms_only: bool = False) -> np.ndarray:
+    """[H100 / A100 CUDA cores, H100 / A100 bf16 tensor-core FLOP/s] (a slip: the SMs alone, or the A100 counted
+    with an H100's cores per SM)."""
+    a100, h100 = chip("a100"), chip("h100")
+    per_sm_a = 1 if sms_only else (a100.vector_alus_per_core if h100_alus_per_sm is None else h100_alus_per_sm)
+    per_sm_h = 1 if sms_only else h100.vector_alus_per_core
+    return np.array([h100.cores * per_sm_h / (a100.cores * per_sm_a), h100.bf16_flops_per_s / a100.bf16_flops_per_s])
 
 
 def _vector_alu_counts() -> Derivation:
-    """Reference for 12.18: the fp32 CUDA cores of an A100 and a V100."""
-    parts = tuple(explain(vector_alus, name) for name in _12_18_CHIPS)
-    return Derivation("[A100, V100]", "[ALUs(a100), ALUs(v100)]", "",
-                      np.array([p.value for p in parts]), "ALUs", parts)
-
-
-def _alus(per_sm: float | None = None, per_core: bool = False) -> np.ndarray:
-    """12.18's slips: an H100's 128 CUDA cores per SM (`per_sm`=128), or one SM's cores (`per_core`)."""
-    out = []
-    for name in _12_18_CHIPS:
-        spec = chip(name)
-        alus = spec.vector_alus_per_core if per_sm is None else per_sm
-        out.append(alus if per_core else spec.cores * alus)
-    return np.array(out, dtype=float)
+    """Reference for 12.18: how many A100s match an H100's fp32 CUDA cores, and its bf16 tensor-core rate."""
+    parts = tuple(explain(vector_alus, name) for name in ("h100", "a100"))
+    cores = Derivation("CUDA cores ratio", "ALUs(h100) / ALUs(a100)", f"{int(parts[0].value)} / {int(parts[1].value)}",
+                       parts[0].value / parts[1].value, "", parts)
+    a100, h100 = chip("a100"), chip("h100")
+    tensor = Derivation("tensor-core ratio", "C(h100) / C(a100)",
+                        f"{q(h100.bf16_flops_per_s, 'FLOP/s')} / {q(a100.bf16_flops_per_s, 'FLOP/s')}",
+                        h100.bf16_flops_per_s / a100.bf16_flops_per_s, "",
+                        where=("C: a GPU's peak bf16 tensor-core rate",))
+    return Derivation("[CUDA cores, tensor cores]", "[CUDA cores ratio, tensor-core ratio]", "",
+                      _alus_and_tensor_ratio(), "", (cores, tensor))
 
 
 register(Exercise(
     id="12.18",
-    title="CUDA cores of an A100 and a V100 (warm-up)",
+    title="How many A100s match an H100's CUDA cores, and its tensor cores",
     reference=_vector_alu_counts,
-    unit="ALUs",
-    integer=True,
     mistakes={
-        slip(_alus(per_sm=chip("h100").vector_alus_per_core), _vector_alu_counts()):
-            "that counts an H100's CUDA cores per SM; Volta's and Ampere's SMs have fewer fp32 cores in each "
-            "quadrant (`vector_alus_per_core`)",
-        slip(_alus(per_core=True), _vector_alu_counts()):
-            "that is one SM's CUDA cores; multiply by the SMs (`cores`) of the chip",
+        # Both give the same value: the A100 counted with an H100's cores per SM, or the SMs compared alone.
+        slip(_alus_and_tensor_ratio(sms_only=True), _alus_and_tensor_ratio()):
+            "either you gave the A100's SMs an H100's CUDA cores per SM, or you compared the SMs alone; the two "
+            "chips differ in the fp32 cores of each SM (`vector_alus_per_core`) as well as in their SMs",
+        slip([1 / _alus_and_tensor_ratio()[0], 1 / _alus_and_tensor_ratio()[1]], _alus_and_tensor_ratio()):
+            "those ratios are upside down: the question asks how many A100s make one H100",
     },
     book=("Quiz 1 Q1",),
 ))
