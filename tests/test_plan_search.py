@@ -158,3 +158,11 @@ def test_the_search_needs_at_least_one_remat_policy(remat):
     with pytest.raises(sl.InvalidValueError, match=r"^`remat` must be a remat policy or a list of them \(none, "
                                                    r"dot_product, full\), got"):
         sl.search_plans("llama-3-8b", 2**20, sl.gpu_cluster(1, "h100"), seq_len=4096, remat=remat)
+
+
+@pytest.mark.parametrize("chips", [100, 192, 384])
+def test_a_tpu_crossover_size_must_be_a_power_of_2_of_whole_cubes(chips):
+    # 100 chips are not whole 4x4x4 cubes; 192 and 384 are 3 and 6 cubes, not a power of 2
+    with pytest.raises(sl.InvalidValueError, match=rf"^`sizes`: a tpu-v5p slice here is a power of 2 of 4x4x4 cubes, "
+                                                   rf"got {chips} chips$"):
+        sl.pipeline_crossover("llama-3-8b", 2**20, [chips], "tpu-v5p", seq_len=4096)

@@ -129,6 +129,13 @@ def test_deepseek_v3s_latent_attention_is_counted_matrix_by_matrix():
     assert sl.params("deepseek-v3", component="attention") == 61 * per_layer
 
 
+def test_each_optimizer_keeps_its_number_of_f32_values_per_parameter():
+    # bf16 weights and gradients (2 + 2 bytes) plus Adam's two f32 moments, momentum's one, plain SGD's none
+    P = sl.params("llama-3-8b")
+    for optimizer, values in (("adam", 2), ("momentum", 1), ("sgd", 0)):
+        assert sl.training_state_bytes("llama-3-8b", optimizer=optimizer) == pytest.approx((4 + 4 * values) * P)
+
+
 def test_an_unknown_optimizer_is_named_as_given():
     with pytest.raises(sl.UnknownNameError, match=r"^`optimizer`: unknown optimizer 'adamw': expected one of adam, "
                                                   r"momentum, sgd; did you mean 'adam'\?$"):
