@@ -98,6 +98,12 @@ def test_the_mesh_view_draws_a_unit_cell_per_device_coloured_by_its_block(spec, 
     assert ax.get_xlim() == (0, cols) and ax.get_ylim() == (0, rows)
 
 
+def test_a_new_figure_is_six_by_four_inches():
+    for view in ("array", "mesh"):
+        ax = sl.draw_sharding(sl.sharding("A[I_X, J_Y]", {"X": 2, "Y": 2}), (8, 8), view=view)
+        assert tuple(ax.figure.get_size_inches()) == (6.0, 4.0)
+
+
 def test_a_one_dimensional_array_and_mesh_are_one_row():
     ax = sl.draw_sharding(sl.sharding("A[I_X]", {"X": 4}), (64,), view="mesh")
     assert [(p.get_x(), p.get_y()) for p in ax.patches] == [(0, 0), (1, 0), (2, 0), (3, 0)]

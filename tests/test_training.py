@@ -189,3 +189,12 @@ def test_a_pipeline_may_have_one_layer_per_stage():
         sl.training_cost("llama-3-8b", 64 * 4096, sl.ParallelPlan(pipeline=16, microbatches=16,
                                                                   schedule="interleaved", virtual_stages=4),
                          sl.gpu_cluster(2, "h100"), seq_len=4096)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "interleaved"])
+def test_a_schedule_other_than_1f1b_needs_a_pipeline(schedule):
+    with pytest.raises(sl.InvalidValueError, match=rf"^`schedule`: '{schedule}' .*orders the stages of a pipeline, "
+                                                   r"and this plan has none \(pipeline=1\)"):
+        sl.ParallelPlan(fsdp=8, schedule=schedule)
+    assert sl.ParallelPlan(pipeline=4, microbatches=4, schedule=schedule).schedule == schedule
+    assert sl.ParallelPlan(fsdp=8).schedule == "1f1b"
