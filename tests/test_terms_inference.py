@@ -141,6 +141,21 @@ def test_a_batch_that_exactly_fills_memory_fits_and_one_more_does_not():
         sl.generate_step_time_s(30e9, "h100", batch=20001, **kw)
 
 
+def test_impossible_memory_and_latency_questions_say_why():
+    with pytest.raises(sl.InvalidValueError, match=r"^max_batch_size: a KV cache of 0 bytes per token never fills "
+                                                   r"the memory"):
+        sl.max_batch_size(30e9, "h100", context=10, kv_bytes_per_token=0)
+    # 1 ms is below reading the int8 weights once (5.4 ms on 16 v5e chips)
+    with pytest.raises(sl.InvalidValueError, match=r"^`latency_s`: no batch meets 1 ms on .*: even a batch of 1 "
+                                                   r"takes 5.43 ms a step"):
+        sl.max_batch_within_latency("llama-3-70b", sl.tpu_slice((4, 4), "tpu-v5e"), latency_s=0.001, context=4096,
+                                    weight_dtype="int8")
+    for bad in ([1], None, True):
+        with pytest.raises(sl.InvalidValueError, match=r"^`model` must be a model name \(e.g. 'llama-3-70b'\), a "
+                                                       r"ModelSpec or a parameter count"):
+            sl.generate_step_time_s(bad, "h100", batch=1, context=1, kv_bytes_per_token=0)
+
+
 def test_nothing_is_reserved_unless_asked():
     d = sl.explain(sl.max_batch_size, "llama-3-70b", sl.tpu_slice((4, 4), "tpu-v5e"), context=8192,
                    weight_dtype="int8")

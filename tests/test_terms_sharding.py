@@ -26,3 +26,19 @@ def test_each_axis_once_is_accepted():
     s = Sharding(("I", "J"), (("X",), ()), MESH, unreduced=("Y",))
     assert s.unreduced == ("Y",) and s.axes == (("X",), ())
     assert sl.sharding("A[I_X, J]{U_Y}", MESH).unreduced == ("Y",)
+
+
+def test_copies_are_the_product_of_the_idle_axes_and_the_derivation_names_them():
+    s = sl.sharding("A[I_X, J]", {"X": 2, "Y": 4, "Z": 3})
+    d = sl.explain(s.copies)
+    assert d.value == 12 and str(d).startswith("copies of A[I_X, J] = product of the sizes of the mesh axes that "
+                                               "split no dimension = Y=4 · Z=3 = 12")
+    d = sl.explain(sl.sharding("A[I_X, J_Y]", {"X": 2, "Y": 2}).copies)
+    assert d.value == 1 and "= 1 (every axis splits a dimension) = 1" in str(d)
+
+
+def test_empty_braces_are_refused_with_what_they_should_hold():
+    with pytest.raises(sl.InvalidValueError, match=r"^`text`: cannot read 'A\[I_X\]\{\}' as a sharding \(the braces "
+                                                   r"must say which axes hold partial sums, as \{U_X\} or \{U_XY\}, "
+                                                   r"got \{\}\)"):
+        sl.sharding("A[I_X]{}", {"X": 2})
