@@ -172,10 +172,13 @@ register(Exercise(
 ))
 
 
-# 3.4 -------------------------------------------------------------------------
+# 3.4 and 3.5 -----------------------------------------------------------------
 
 _V5E_8x4 = tpu_slice((8, 4), "tpu-v5e")          # neither axis spans the pod's 16 chips: no wraparound
-_3_4 = dict(expr="[E_Y, F] -> [E, F]", sizes={"E": 4096, "F": 6144})
+_V5E_16x8 = tpu_slice((16, 8), "tpu-v5e")        # X spans the pod: a ring; Y: a line of 8
+_LAYOUTS = {"X": "[E_X, F] -> [E, F]", "Y": "[E_Y, F] -> [E, F]", "XY": "[E_XY, F] -> [E, F]"}
+_3_4 = dict(sizes={"E": 4096, "F": 6144}, topology=_V5E_8x4)
+_3_5 = dict(sizes={"E": 128, "F": 128}, topology=_V5E_16x8)
 
 
 def _only_step(expr, sizes, topology):
@@ -184,13 +187,19 @@ def _only_step(expr, sizes, topology):
     return step
 
 
-def _3_4_reference() -> Derivation:
-    """Reference for 3.4: the AllGather over Y of a v5e 8x4 slice, planned by plan_reshard."""
-    return _only_step(_3_4["expr"], _3_4["sizes"], _V5E_8x4).derivation
+def _gather_times(case) -> dict:
+    """The AllGather back to the whole [E, F] from E split over X, over Y, or over both: axes -> time."""
+    return {axes: plan_reshard(e, case["sizes"], case["topology"]).time_s for axes, e in _LAYOUTS.items()}
 
 
-def _3_4_bytes() -> float:
-    return _only_step(_3_4["expr"], _3_4["sizes"], _V5E_8x4).nbytes
+def _fastest_gather(case) -> Derivation:
+    """The fastest of the three layouts' gathers: each gather's derivation, then their minimum."""
+    parts = [_named(_only_step(e, case["sizes"], case["topology"]).derivation, f"T_{axes}")
+             for axes, e in _LAYOUTS.items()]
+    best = min(parts, key=lambda p: p.value)
+    return Derivation("T_fastest", "min(T_X, T_Y, T_XY)", "min(" + ", ".join(q(p.value, "s") for p in parts) + ")",
+                      best.value, "s", tuple(parts),
+                      where=("T_X, T_Y, T_XY: the gather with E split over X, over Y, over both",))
 
 
 def _one_way(nbytes: float, topology) -> float:
@@ -198,55 +207,55 @@ def _one_way(nbytes: float, topology) -> float:
     return nbytes / topology.spec.ici_link_bytes_per_s_one_way
 
 
+def _3_4_fastest() -> float:
+    return min(_gather_times(_3_4).values())
+
+
+_3_4_V = _only_step(_LAYOUTS["XY"], _3_4["sizes"], _V5E_8x4).nbytes
+
 register(Exercise(
     id="3.4",
-    title="An AllGather along an axis without wraparound (TPU v5e 8x4)",
-    reference=_3_4_reference,
+    title="Which layout of an array gathers fastest on a TPU v5e 8x4",
+    reference=lambda: _fastest_gather(_3_4),
     unit="s",
     involves=frozenset(),
     mistakes={
-        slip(allgather_time_s(_3_4_bytes(), tpu_pod("tpu-v5e"), axes="Y"), _3_4_reference().value):
+        slip(_gather_times(_3_4)["Y"], _3_4_fastest()):
+            "that is the gather of the layout split over Y alone; for an array this large the bytes set the time, "
+            "and another layout brings them into each chip over more links",
+        slip(_gather_times(_3_4)["X"], _3_4_fastest()):
+            "that is the gather of the layout split over X alone, the slowest of the three for this array",
+        slip(allgather_time_s(_3_4_V, tpu_pod("tpu-v5e"), axes="XY"), _3_4_fastest()):
             "you used a ring's formula and bidirectional bandwidth; an axis of a v5e slice wraps around only when "
-            "it spans the pod's full 16 chips, so here the shards reach the end chips over a single link, one way",
-        slip(allgather_time_s(_3_4_bytes() / _V5E_8x4.mesh["Y"], _V5E_8x4, axes="Y"), _3_4_reference().value):
-            "V is the whole gathered array [E, F], not the block one device starts with",
-        slip(_one_way(_3_4_bytes(), _V5E_8x4), _3_4_reference().value):
-            "the end chip already holds its own shard: its link brings it only the shards of the other chips",
-        slip(allgather_time_s(_3_4_bytes() * 2, _V5E_8x4, axes="Y"), _3_4_reference().value):
+            "it spans the pod's full 16 chips, so here the shards reach the end chips over single links, one way",
+        slip(allgather_time_s(_3_4_V * 2, _V5E_8x4, axes="XY"), _3_4_fastest()):
             "the array is bf16: check the bytes per value",
-        slip(allgather_time_s(_3_4_bytes(), _V5E_8x4, axes="Y") / 2, _3_4_reference().value):
-            "the end chip of a line receives over one link, one way: a link's bandwidth in one direction",
+        slip(_one_way(_3_4_V, _V5E_8x4) / 2, _3_4_fastest()):
+            "the end chip already holds its own shard: its links bring it only the shards of the other chips",
     },
     book=("Pop quiz 2",),
 ))
 
 
-# 3.5 -------------------------------------------------------------------------
-
-_3_5 = dict(expr="[E_X, F] -> [E, F]", sizes={"E": 128, "F": 128})
-
-
-def _3_5_reference() -> Derivation:
-    return _only_step(_3_5["expr"], _3_5["sizes"], _V5E_8x4).derivation
-
-
-def _3_5_bytes() -> float:
-    return _only_step(_3_5["expr"], _3_5["sizes"], _V5E_8x4).nbytes
+def _3_5_fastest() -> float:
+    return min(_gather_times(_3_5).values())
 
 
 register(Exercise(
     id="3.5",
-    title="A small AllGather along an 8-chip line",
-    reference=_3_5_reference,
+    title="Which layout of a small array gathers fastest on a TPU v5e 16x8",
+    reference=lambda: _fastest_gather(_3_5),
     unit="s",
     involves=frozenset(),
     mistakes={
-        slip(allgather_time_s(_3_5_bytes(), _V5E_8x4, axes="X", latency_s=0), _3_5_reference().value):
-            "that is the bandwidth term alone; for so few bytes the hops' latency, about 1 µs each, is "
-            "what takes the time",
-        slip(torus_max_hops((_V5E_8x4.mesh["X"],)) * ICI_HOP_LATENCY_S, _3_5_reference().value):
-            "you counted the hops round a ring; this axis has no wraparound, so a shard from one end "
-            "crosses every link of the line to reach the other end",
+        slip(_gather_times(_3_5)["XY"], _3_5_fastest()):
+            "that is the gather over both axes; for so few bytes the hops, about 1 µs each, set the time, and a "
+            "gather over both axes crosses the hops of both",
+        slip(_gather_times(_3_5)["X"], _3_5_fastest()):
+            "that is the gather over the 16-chip ring; count the hops of each layout again: X wraps around, Y does not",
+        slip(allgather_time_s(_only_step(_LAYOUTS["Y"], _3_5["sizes"], _V5E_16x8).nbytes, _V5E_16x8, axes="Y",
+                              latency_s=0), _3_5_fastest()):
+            "that is the bandwidth term alone; for so few bytes the hops' latency is what takes the time",
     },
     book=("Pop quiz 2",),
 ))
@@ -255,29 +264,45 @@ register(Exercise(
 # 3.6 -------------------------------------------------------------------------
 
 _V5P_4x4x12 = tpu_slice((4, 4, 12), "tpu-v5p")    # whole 4x4x4 cubes: every axis wraps around
-_3_6 = dict(expr="[B_Z] -> [B]", sizes={"B": 768})
+_3_6 = dict(sizes={"B": 768}, layouts={"Z": "[B_Z] -> [B]", "XY": "[B_XY] -> [B]"})
+
+
+def _3_6_times(slice_: TpuSlice = _V5P_4x4x12, latency_s=None) -> dict:
+    """The gather back to the whole vector from each layout: axes -> time."""
+    V = _only_step(_3_6["layouts"]["Z"], _3_6["sizes"], _V5P_4x4x12).nbytes
+    return {axes: allgather_time_s(V, slice_, axes=axes, latency_s=latency_s) for axes in _3_6["layouts"]}
 
 
 def _3_6_reference() -> Derivation:
-    return _only_step(_3_6["expr"], _3_6["sizes"], _V5P_4x4x12).derivation
+    """Reference for 3.6: the faster of the two layouts' gathers."""
+    parts = [_named(_only_step(e, _3_6["sizes"], _V5P_4x4x12).derivation, f"T_{axes}")
+             for axes, e in _3_6["layouts"].items()]
+    assert [p.value for p in parts] == list(_3_6_times().values())
+    return define(Derivation("T_faster", "min(T_Z, T_XY)", "min(" + ", ".join(q(p.value, "s") for p in parts) + ")",
+                             min(p.value for p in parts), "s", tuple(parts),
+                             where=("T_Z, T_XY: the gather with B split over Z, over X and Y together",)), _N_AXES)
 
 
-def _3_6_time(slice_: TpuSlice, latency_s=None) -> float:
-    V = _only_step(_3_6["expr"], _3_6["sizes"], _V5P_4x4x12).nbytes
-    return allgather_time_s(V, slice_, axes="Z", latency_s=latency_s)
+_3_6_BEST = min(_3_6_times().values())
+_3_6_LINES = tpu_slice((4, 4, 12), "tpu-v5p", wraparound=False)
 
+# Choosing Z, or counting the hops of X and Y along lines, gives the same time: one text names both.
+assert abs(_3_6_times()["Z"] / _3_6_times(_3_6_LINES)["XY"] - 1) < 1e-9
 
 register(Exercise(
     id="3.6",
-    title="A small AllGather on a TPU v5p 4x4x12",
+    title="Which layout of a small vector gathers faster on a TPU v5p 4x4x12",
     reference=_3_6_reference,
     unit="s",
     involves=frozenset(),
     mistakes={
-        slip(_3_6_time(tpu_slice((4, 4, 12), "tpu-v5p", wraparound=False)), _3_6_time(_V5P_4x4x12)):
-            "you counted the hops along a line; a v5p slice of whole 4x4x4 cubes wraps around "
-            "every axis, so shards travel both ways round the ring and the farthest is halfway round",
-        slip(_3_6_time(_V5P_4x4x12, latency_s=0), _3_6_time(_V5P_4x4x12)):
+        slip(_3_6_times()["Z"], _3_6_BEST):
+            "either that is the gather of the layout split over Z, the slower one, or you counted the hops of X and "
+            "Y along lines: a v5p slice of whole 4x4x4 cubes wraps around every axis, so shards travel both ways "
+            "round each ring",
+        slip(_3_6_times(_3_6_LINES)["Z"], _3_6_BEST):
+            "you counted the hops of Z along a line; a v5p slice of whole 4x4x4 cubes wraps around every axis",
+        slip(_3_6_times(latency_s=0)["XY"], _3_6_BEST):
             "that is the bandwidth term alone; a kilobyte or so crosses a link in far less than the "
             "microsecond each hop costs",
     },
