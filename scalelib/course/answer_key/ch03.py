@@ -340,7 +340,7 @@ def _3_7_bytes(index: int) -> float:
 
 register(Exercise(
     id="3.7",
-    title="Two AllGathers and an AllReduce on a TPU v4p 4x4x4",
+    title="Three reshardings on a TPU v4p 4x4x4, described in words",
     reference=_3_7_reference,
     unit="s",
     involves=frozenset(),
@@ -363,47 +363,76 @@ register(Exercise(
 # 3.8 -------------------------------------------------------------------------
 
 _V5E_4x4 = tpu_slice((4, 4), "tpu-v5e")
+# I is the unknown: any multiple of 4 plans the same collective (its bytes do not depend on I).
 _3_8 = dict(expr="A[I_X, J] · B[J_X, K_Y] -> C[I_X, K_Y]", sizes={"I": 2048, "J": 8192, "K": 28672})
 
 
-def _3_8_plan():
-    return plan_matmul(_3_8["expr"], _3_8["sizes"], _V5E_4x4)
+def _3_8_step():
+    """The one collective the layout needs (an AllGather of B over X), planned by plan_matmul."""
+    (step,) = plan_matmul(_3_8["expr"], _3_8["sizes"], _V5E_4x4).steps
+    return step
+
+
+def _3_8_batch(t_comms=None, flops_per_mac=2, split_k=True, split_i=True) -> int:
+    """The smallest batch I (a multiple of |X|) at which a chip's arithmetic takes at least `t_comms`.
+    The arguments are the slips: a wrong collective time, a multiply-add counted as one FLOP, K or I not split."""
+    X, Y = _V5E_4x4.mesh["X"], _V5E_4x4.mesh["Y"]
+    t = _3_8_step().time_s if t_comms is None else t_comms
+    J, K = _3_8["sizes"]["J"], _3_8["sizes"]["K"]
+    rows = t * _V5E_4x4.spec.bf16_flops_per_s / (flops_per_mac * J * (K / Y if split_k else K))
+    if not split_i:                                  # each chip's arithmetic taken on the whole batch
+        rows = rows / X
+    return X * int(np.ceil(rows - 1e-9))
 
 
 def _3_8_reference() -> Derivation:
-    """Reference for 3.8: the one collective the plan needs (an AllGather of B over X), its time."""
-    (step,) = _3_8_plan().steps
-    return step.derivation
+    """Reference for 3.8: the gather's time, then the rows per chip whose matmul takes as long."""
+    step = _3_8_step()
+    X, Y = _V5E_4x4.mesh["X"], _V5E_4x4.mesh["Y"]
+    J, K = _3_8["sizes"]["J"], _3_8["sizes"]["K"]
+    C = _V5E_4x4.spec.bf16_flops_per_s
+    comms = _named(step.derivation, "T_comms")
+    rows = comms.value * C / (2 * J * K / Y)
+    value = _3_8_batch()
+    assert value == X * int(np.ceil(rows - 1e-9))
+    # the plan at that batch: the same collective, and the arithmetic now at least as long
+    at = plan_matmul(_3_8["expr"], {**_3_8["sizes"], "I": value}, _V5E_4x4)
+    assert [s.kind for s in at.steps] == [step.kind] and at.t_math_s >= step.time_s
+    assert plan_matmul(_3_8["expr"], {**_3_8["sizes"], "I": value - X}, _V5E_4x4).t_math_s < step.time_s
+    r = Derivation("r", "T_comms · C / (2 · J · K/N_Y)", f"{q(comms.value, 's')} · {q(C, 'FLOP/s')} / (2 · {J} · {K}/{Y})",
+                   rows, "rows", (comms,),
+                   where=("C: a TPU v5e's peak bf16 rate; J, K: B's rows and columns; N_Y: the chips along Y; "
+                          "r: the rows of A whose local matmul with B[J, K/N_Y] takes T_comms",))
+    return Derivation("I_min", "N_X · ⌈r⌉", f"{X} · ⌈{rows:.1f}⌉", value, "tokens", (r,),
+                      where=("N_X: the chips along X",))
 
 
-def _3_8_time(nbytes_factor: float = 1.0, topology=_V5E_4x4) -> float:
-    (step,) = _3_8_plan().steps
-    return allgather_time_s(step.nbytes * nbytes_factor, topology, axes="X")
-
-
-def _3_8_whole_over_link() -> float:
-    (step,) = _3_8_plan().steps
-    return _one_way(step.nbytes, _V5E_4x4)
-
+_3_8_V = _3_8_step().nbytes
 
 register(Exercise(
     id="3.8",
-    title="The collective of a training-style matmul on TPU v5e 4x4, and its time",
+    title="The batch that hides a training-style matmul's collective on a TPU v5e 4x4",
     reference=_3_8_reference,
-    unit="s",
+    unit="tokens",
+    integer=True,
     involves=frozenset(),
     mistakes={
-        slip(_3_8_time(topology=tpu_pod("tpu-v5e")), _3_8_time()):
-            "you used a ring's formula and bidirectional bandwidth; a v5e slice this small has no wraparound links",
-        slip(_3_8_time(_V5E_4x4.mesh["Y"]), _3_8_time()):
-            "B[J_X, K_Y] keeps K split over Y: the devices of each Y position gather only their own columns",
-        slip(_3_8_time(1 / _V5E_4x4.mesh["X"]), _3_8_time()):
-            "V is the gathered array, not the block one device starts with",
-        slip(_3_8_time(bytes_per_value("int8") / bytes_per_value("bf16")), _3_8_time()):
-            "either the bytes per value (the matmul is bf16) or the bandwidth (the end chip of a line "
-            "receives over one link, one way) is off",
-        slip(_3_8_whole_over_link(), _3_8_time()):
-            "the end chip already holds its own block: its link brings it only the blocks of the other chips",
+        slip(_3_8_batch(allgather_time_s(_3_8_V, tpu_pod("tpu-v5e"), axes="X")), _3_8_batch()):
+            "the collective's time is off: you used a ring's formula and bidirectional bandwidth, but a v5e slice "
+            "this small has no wraparound links",
+        slip(_3_8_batch(allgather_time_s(_3_8_V * _V5E_4x4.mesh["Y"], _V5E_4x4, axes="X")), _3_8_batch()):
+            "the collective's time is off: B keeps K split over Y, so the chips of each Y position gather only "
+            "their own columns",
+        slip(_3_8_batch(allgather_time_s(_3_8_V / _V5E_4x4.mesh["X"], _V5E_4x4, axes="X")), _3_8_batch()):
+            "the collective's time is off: V is the gathered array, not the block one chip starts with",
+        slip(_3_8_batch(_one_way(_3_8_V, _V5E_4x4)), _3_8_batch()):
+            "the collective's time is off: the end chip already holds its own block, so its link brings it only "
+            "the blocks of the other chips",
+        slip(_3_8_batch(flops_per_mac=1), _3_8_batch()):
+            "a multiply-add is two FLOPs, not one",
+        slip(_3_8_batch(split_k=False), _3_8_batch()):
+            "a chip's arithmetic is off: either you took all of K (after the gather B is still split over Y) or "
+            "all of the batch (A's rows are split over X)",
     },
     book=("Q6",),
 ))
