@@ -673,7 +673,7 @@ def _3_14_bytes(collective: str) -> float:
 
 
 def _3_14_values(scatter="reducescatter", share=1.0) -> np.ndarray:
-    """[gather, reduce after] bytes sent per device; `share` scales both (a slip in the fraction sent)."""
+    """[gather first, combine after] bytes sent per device; `share` scales both (a slip in the fraction sent)."""
     return np.array([_3_14_bytes("gather"), _3_14_bytes(scatter)]) * share
 
 
@@ -683,17 +683,18 @@ def _3_14_reference() -> Derivation:
     for key, symbol, array in (("gather", "S_gather", "A"), ("scatter", "S_scatter", "C")):
         (step,) = plan_matmul(_3_14[key], _3_14["sizes"], _3_14["mesh"]).steps
         n = step.group
-        parts.append(Derivation(symbol, f"V_{array} · (X − 1)/X", f"{q(step.nbytes, 'B')} · {n - 1}/{n}",
-                                step.moved_bytes, "B", where=(f"V_{array}: the bytes of {step.before}; X: the devices "
-                                                              f"along X ({step.kind})",)))
-    return _listed("[bytes sent: gather first, reduce after]", parts, "B")
+        parts.append(Derivation(symbol, f"V_{array} · (n − 1)/n", f"{q(step.nbytes, 'B')} · {n - 1}/{n}",
+                                step.moved_bytes, "B",
+                                where=(f"V_{array}: the bytes of {step.before} ({step.kind} over X)"
+                                       + ("; n: the devices along X" if not parts else ""),)))
+    return _listed("[bytes sent: gather first, combine after]", parts, "B")
 
 
 _X_3_14 = _3_14["mesh"]["X"]
 
 register(Exercise(
     id="3.14",
-    title="Gather first or reduce-scatter after: the bytes each device sends",
+    title="Gather first or combine partial sums after: the bytes each device sends",
     reference=_3_14_reference,
     unit="B",
     mistakes={
