@@ -21,3 +21,11 @@ def test_a_batch_dimension_sharded_differently_is_case_2_either_way(a, b, cases)
     plan = sl.plan_matmul(f"A[{a}, I, J] * B[{b}, J, K] -> C[B_X, I, K]", SIZES, MESH)
     assert plan.cases == cases
     assert str(plan.result) == "C[B_X, I, K]"
+
+
+@pytest.mark.parametrize("result, got", [("C[B, K]", "B, K"), ("C[B, I]", "B, I")])
+def test_a_result_missing_a_kept_dimension_is_not_a_batched_einsum(result, got):
+    # B is shared and kept, but the result drops I or K: B is contracted after all, and the result must be [I, K]
+    with pytest.raises(sl.InvalidValueError, match=rf"^`expr`: the result {result.replace('[', '.').replace(']', '.')} "
+                                                   rf"must have the dimensions I, K \(those not contracted\), got {got}$"):
+        sl.plan_matmul(f"A[B, I] * B[B, K] -> {result}", {"B": 8, "I": 16, "K": 64}, {"X": 4, "Y": 2})

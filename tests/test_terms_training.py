@@ -248,3 +248,17 @@ def test_activation_memory_is_what_each_remat_policy_keeps_per_token_and_layer()
     # tensor parallelism splits them (sequence parallelism): TP 2 halves every kind
     tp = cost(sl.ParallelPlan(data=4, tensor=2, remat="dot_product"), 4 * tokens).memory_bytes["activations"]
     assert tp == pytest.approx(acts["dot_product"] / 2, rel=1e-12)
+
+
+def test_training_memory_bytes_is_the_cost_models_memory_per_chip():
+    # FSDP 8 on one node: (2 + 2 + 8) bytes of state per parameter over 8 chips, two layers' gathered weights,
+    # full remat's activations (one vector a layer, plus one layer's worth to recompute into)
+    m = MODELS["llama-3-8b"]
+    L, D, F, N, K, H = (m[k] for k in "LDFNKH")
+    tokens = 4096
+    none = 2 * D + (N + 2 * K) * H + 2 * F + 3 * D + N * H + F + N
+    by_hand = 12 * P8 / 8 + 2 * BF16 * (ATT8 + MLP8) + BF16 * (D * tokens * L + none * tokens)
+    plan = sl.ParallelPlan(fsdp=8)
+    got = sl.training_memory_bytes("llama-3-8b", 8 * tokens, plan, NODE, seq_len=4096)
+    assert got == pytest.approx(by_hand, rel=1e-12)
+    assert got == cost(plan, 8 * tokens).memory_bytes["total"]

@@ -145,6 +145,19 @@ def test_an_unknown_optimizer_is_named_as_given():
         sl.training_state_bytes("llama-3-8b", optimizer=3)
 
 
+def test_the_training_flops_derivation_brackets_only_a_sum_of_components():
+    one = str(sl.explain(sl.train_flops, "llama-3-8b", seq_len=2048, tokens=2048, component="mlp"))
+    assert "= 3·F_mlp = 3·2.31e13 FLOP = 6.93e13 FLOP" in one
+    every = sl.explain(sl.train_flops, "llama-3-8b", seq_len=2048, tokens=2048, remat="full")
+    assert every.formula == "3·(F_mlp + F_attention + F_dot_product + F_embeddings) + F_mlp + F_attention + F_dot_product"
+    assert "= 3·(" in str(every)
+
+
+def test_the_list_of_models_shows_each_ones_aliases():
+    text = repr(sl.models())
+    assert "'llama-3-8b' (llama3-8b, meta-llama-3-8b)" in text and "'mixtral-8x7b' (mixtral)" in text
+
+
 def test_the_flop_counts_take_their_options_by_keyword():
     import inspect
 
