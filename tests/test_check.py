@@ -299,7 +299,19 @@ def test_a_count_takes_only_its_exact_whole_number(registry):
     assert sl.verdict("99.10", np.int64(237)).status == "correct"
     for near in (236, 238, 235, 239):  # all within rtol = 1%: a count is never judged with a tolerance
         v = sl.verdict("99.10", near)
-        assert v.status == "incorrect" and "a few percent" in v.message, v.message
+        side = "too small" if near < 237 else "too large"
+        assert v.message == f"❌ Exercise 99.10: not quite — your answer {near} chips is close but {side}: a count is exact."
+    assert "a few percent too small" in sl.verdict("99.10", 230).message  # 3% off: no longer 'close'
+    big = register(Exercise("99.12", "tokens", lambda: 13136.0, unit="tokens", integer=True))
+    assert sl.verdict(big.id, 13136).message == "✅ Exercise 99.12: correct — 13136 tokens (exactly)."  # in full
+
+
+def test_a_count_names_a_slip_a_fraction_of_a_percent_away(registry):
+    # 13,134 for 13,136 is inside any tolerance, but a count is matched exactly: its slip can be named
+    register(Exercise("99.13", "rows", lambda: 13136.0, unit="tokens", integer=True,
+                      mistakes={13134 / 13136: "a batch that is not a multiple of the 4 devices"}))
+    assert "Likely cause: a batch that is not a multiple" in sl.verdict("99.13", 13134).message
+    assert "Likely cause" not in sl.verdict("99.13", 13135).message
 
 
 def test_a_count_refuses_a_fraction_saying_a_count_is_whole(registry):

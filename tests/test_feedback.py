@@ -19,7 +19,7 @@ import scalelib as sl
 from scalelib._derivation import Derivation
 from scalelib._units import fmt
 from scalelib.course import check as _check
-from scalelib.course.check import COMMON_SLIPS, Exercise, get_exercise, register
+from scalelib.course.check import _count_text, COMMON_SLIPS, Exercise, get_exercise, register
 
 IDS = sl.exercises()
 NUMBER_IDS = [i for i in IDS if get_exercise(i).kind == "number"]
@@ -114,7 +114,8 @@ def test_feedback_on_a_wrong_answer_never_gives_the_reference_away(exercise_id):
             answer = float(np.round(answer)) if np.ndim(answer) == 0 else list(np.round(answer))
         v = sl.verdict(exercise_id, answer)
         assert v.status == "incorrect"
-        shown = fmt(np.asarray(answer) if np.ndim(answer) else answer, exercise.unit)
+        shown = (_count_text(np.asarray(answer, dtype=float), exercise.unit) if exercise.integer
+                 else fmt(np.asarray(answer) if np.ndim(answer) else answer, exercise.unit))
         assert shown in v.message
         # the learner typed the exercise id and the answer: neither tells them anything
         numbers = _numbers(v.message.replace(shown, " ").replace(f"Exercise {exercise_id}:", " "))
@@ -218,6 +219,14 @@ def test_an_exercise_slip_is_named_only_in_its_direction(exercise_id, key, text)
 def test_registered_slips_are_ratios_that_can_be_told_apart(exercise_id):
     exercise = get_exercise(exercise_id)
     keys = [np.asarray(k, dtype=float) for k in exercise.mistakes]
+    if exercise.integer and exercise.kind == "number":
+        # a count's slips are matched by rounding, not within a tolerance: each must give a whole number other
+        # than the answer (13,134 for 13,136 is a slip a count can name; two slips of one value are named together)
+        want = np.atleast_1d(np.asarray(_reference(exercise_id), dtype=float))
+        for k in keys:  # the slip's value rounded down or up (as the checker matches it): some other count
+            wrong = np.broadcast_to(k, want.shape) * want
+            assert any(tuple(f(wrong - d)) != tuple(want) for f, d in ((np.floor, -1e-9), (np.ceil, 1e-9))), k
+        return
     tolerance = max(exercise.rtol, 0.005)
     for k in keys:
         assert np.all(k > 0) and np.any(np.abs(k - 1) > 2 * tolerance)

@@ -277,7 +277,7 @@ def register(exercise: Exercise) -> Exercise:
     for key in exercise.mistakes:
         ratios = key if isinstance(key, tuple) else (key,)
         if not ratios or not all(isinstance(r, (int, float)) and r > 0 and math.isfinite(r) for r in ratios) \
-                or all(abs(r - 1) <= exercise.rtol for r in ratios):
+                or all(abs(r - 1) <= (1e-12 if exercise.integer else exercise.rtol) for r in ratios):
             raise InvalidValueError(f"exercise {exercise.id!r}: a mistake's key must be a ratio wrong / reference "
                                     f"(positive, not 1), or a tuple of them, got {key!r}")
     _check_answer_form(exercise)
@@ -574,7 +574,7 @@ def _reproduces(key: tuple, ratios, exercise: Exercise, reference=None) -> bool:
         return True
     tolerance = _slip_tolerance(exercise)
     for j, (k, r) in enumerate(zip(key, ratios)):
-        if abs(k - 1) <= tolerance:  # a value the slip leaves alone must be right
+        if abs(k - 1) <= (1e-12 if exercise.integer else tolerance):  # a value the slip leaves alone must be right
             if not abs(r - 1) <= (0 if exercise.integer else exercise.rtol) * (1 + 1e-9) + 1e-12:
                 return False
         elif not (r > 0 and math.isfinite(r) and (
@@ -618,8 +618,8 @@ def _slip_causes(ratio: float, exercise: Exercise, reference, index: int | None 
             if index is None or index >= len(key):
                 continue
             key = key[index]
-        if abs(key - 1) <= tolerance:  # this slip leaves this value alone
-            continue
+        if abs(key - 1) <= (1e-12 if exercise.integer else tolerance):  # this slip leaves this value alone
+            continue  # (a count's slip is matched by rounding: one a fraction of a percent off still counts)
         if _rounds_to(ratio, key, reference, index) if exercise.integer else _matches(ratio, key, tolerance):
             gives_all = not isinstance(full, tuple) or _reproduces(full, ratios, exercise, reference)
             if not gives_all and not per_value:
@@ -666,7 +666,18 @@ def _off(shown: str, got: float, want: float, exercise: Exercise, reference, ind
     if want == 0:
         return f"{shown} should be zero", None
     ratio = got / want
+    if exercise.integer and 0.99 <= ratio <= 1.01:  # "a few percent" would mislead: a count is exact or wrong
+        return (f"{shown} is close but {'too large' if ratio > 1 else 'too small'}: a count is exact",
+                _diagnose(ratio, exercise, reference, index, ratios))
     return f"{shown} is {_how_far(ratio)}", _diagnose(ratio, exercise, reference, index, ratios)
+
+
+def _count_text(got: np.ndarray, unit: str | None) -> str:
+    """A count in full (13136 tokens, not 1.31e4 tokens); a list in brackets."""
+    def one(g) -> str:
+        return f"{int(round(float(g)))}{' ' + unit if unit else ''}"
+
+    return one(got) if got.ndim == 0 else "[" + ", ".join(one(g) for g in got.ravel()) + "]"
 
 
 def _wrong_order(got: np.ndarray, want: np.ndarray, rtol: float) -> bool:
@@ -722,15 +733,16 @@ def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
         ok = within(got, want, exercise.rtol)
         within_what = f"within {fmt(exercise.rtol * 100)}% of the reference"
     if np.all(ok):
-        return Verdict(eid, CORRECT, f"✅ Exercise {eid}: correct — {fmt(got if got.ndim else float(got), unit)} "
-                       f"({within_what}).", rel_error)
+        shown = _count_text(got, unit) if exercise.integer else fmt(got if got.ndim else float(got), unit)
+        return Verdict(eid, CORRECT, f"✅ Exercise {eid}: correct — {shown} ({within_what}).", rel_error)
     if n is None:
-        text, diagnosis = _off(f"your answer {fmt(float(got), unit)}", float(got), float(want), exercise, reference)
+        mine = _count_text(got, unit) if exercise.integer else fmt(float(got), unit)
+        text, diagnosis = _off(f"your answer {mine}", float(got), float(want), exercise, reference)
         message = f"❌ Exercise {eid}: not quite — {text}."
         if diagnosis:
             message += f"\n   Likely cause: {diagnosis}."
         return Verdict(eid, INCORRECT, message, rel_error, diagnosis)
-    shown = fmt(got, unit)
+    shown = _count_text(got, unit) if exercise.integer else fmt(got, unit)
     if _wrong_order(got, want, 0.0 if exercise.integer else exercise.rtol):
         return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: not quite — your answer {shown} has the right values "
                        f"in the wrong order.", rel_error, "the right values in the wrong order")
