@@ -71,8 +71,10 @@ def test_bad_schedules_are_refused_with_the_reason():
         sl.pipeline_schedule(4, 8, schedule="gpipe", virtual_stages=2)
     with pytest.raises(sl.UnknownNameError, match=r"^`schedule`: unknown pipeline schedule 'zb'"):
         sl.pipeline_schedule(4, 8, schedule="zb")
-    with pytest.raises(sl.InvalidValueError, match=r"more than it draws"):
+    with pytest.raises(sl.InvalidValueError, match=r"p·m·v = 40000 ops per pass .* is more than it draws \(20000\)"):
         sl.pipeline_schedule(100, 400)
+    with pytest.raises(sl.InvalidValueError, match=r"p·m·v = 20400 ops per pass"):
+        sl.pipeline_schedule(10, 340, schedule="interleaved", virtual_stages=6)
 
 
 def test_only_the_interleaved_schedule_needs_microbatches_in_groups_of_p():

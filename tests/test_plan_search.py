@@ -83,9 +83,27 @@ def test_the_search_prices_plans_across_slices_as_training_cost_does():
     assert bound  # some of the sampled plans wait on DCN
 
 
+def test_the_search_prices_plans_across_gpu_nodes_as_training_cost_does():
+    # 4 nodes of 8 H100s: axes nest TP inside FSDP inside DP inside PP, and those crossing nodes share its egress
+    topo = sl.gpu_cluster(4, "h100")
+    found = sl.search_plans("llama-3-8b", 2**15, topo, seq_len=256, method="numpy", max_microbatches=4)
+    g = found.grid
+    legal = np.flatnonzero(np.isfinite(found.step_times_s))
+    bound = 0
+    for i in legal[:: max(1, legal.size // 60)]:
+        plan = sl._plan_search._plan_at(g, int(i))
+        cost = sl.training_cost("llama-3-8b", 2**15, plan, topo, seq_len=256)
+        assert cost.time_s == found.step_times_s[i] and cost.memory_bytes["total"] == found.memory_bytes[i], plan
+        bound += cost.bound.get("DP") == "communication-bound"
+    mixed = [sl._plan_search._plan_at(g, int(i)) for i in legal]
+    assert any(p.data > 1 and p.tensor > 1 and p.fsdp > 1 for p in mixed)
+    assert bound  # 1024 tokens per GPU: data parallelism waits on its AllReduce in some plans
+
+
 def test_runners_up_are_other_kinds_of_parallelism_each_with_its_reason():
     found = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(2048, "h100"), seq_len=4096)
     families = [c.plan.family for c, _ in found.runners_up]
+    assert len(families) >= 3  # on 16,384 GPUs many kinds of parallelism fit
     assert found.best.plan.family not in families and len(set(families)) == len(families)
     assert all(why.split(":")[0].endswith("slower") or why.startswith("fits nowhere") for _, why in found.runners_up)
     assert found.table().startswith("| plan | step | MFU |")

@@ -261,3 +261,12 @@ def test_a_sweep_is_the_scalar_formula_elementwise():
         assert t == pytest.approx(sl.generate_step_time_s("llama-3-70b", sl.tpu_slice((4, 4), "tpu-v5e"),
                                                           batch=int(b), context=2048, weight_dtype="int8",
                                                           check_memory=False), rel=1e-12)
+
+
+def test_2d_weight_stationary_sharding_may_split_d_over_every_chip():
+    # X = N: D split over all 256 chips, F over none (YZ = 1): x·B·D / (X·W) + 2·x·B·F / (1·W)
+    W = CHIPS["tpu-v5p"]["ici_link_bytes_per_s_bidirectional"]
+    got = sl.weight_stationary_comms_time_s(64, 8192, 32768, 256, "tpu-v5p", layout="2d", X=256)
+    assert got == pytest.approx(2 * 64 * 8192 / (256 * W) + 2 * 2 * 64 * 32768 / W, rel=1e-12)
+    with pytest.raises(sl.InvalidValueError, match=r"`X`"):
+        sl.weight_stationary_comms_time_s(64, 8192, 32768, 256, "tpu-v5p", layout="2d", X=512)

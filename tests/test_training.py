@@ -198,3 +198,21 @@ def test_a_schedule_other_than_1f1b_needs_a_pipeline(schedule):
         sl.ParallelPlan(fsdp=8, schedule=schedule)
     assert sl.ParallelPlan(pipeline=4, microbatches=4, schedule=schedule).schedule == schedule
     assert sl.ParallelPlan(fsdp=8).schedule == "1f1b"
+
+
+def test_the_binding_names_the_pipeline_bubble_when_it_costs_most():
+    cost = sl.training_cost("llama-3-8b", 16 * 4096, sl.ParallelPlan(data=2, pipeline=4, microbatches=8),
+                            sl.gpu_cluster(1, "h100"), seq_len=4096, )
+    assert cost.bubble_fraction == pytest.approx(3 / 11)
+    assert cost.binding == "the pipeline bubble idles 27.3% of the step"
+
+
+def test_mfu_refuses_a_step_shorter_than_the_peak_allows_and_accepts_exactly_that_step():
+    topo = sl.tpu_slice((4, 4, 4), "tpu-v5p")
+    flops = sl.train_flops("llama-3-8b", seq_len=4096, tokens=64 * 4096)
+    fastest = flops / (64 * 4.59e14)
+    assert sl.model_flops_utilization("llama-3-8b", 64 * 4096, fastest, topo, seq_len=4096) == pytest.approx(1.0)
+    assert sl.model_flops_utilization("llama-3-8b", 64 * 4096, 2 * fastest, topo, seq_len=4096) == pytest.approx(0.5)
+    with pytest.raises(sl.InvalidValueError, match=r"^`step_time_s`: a step of .* s is shorter than the smallest "
+                                                   r"possible"):
+        sl.model_flops_utilization("llama-3-8b", 64 * 4096, 0.99 * fastest, topo, seq_len=4096)
