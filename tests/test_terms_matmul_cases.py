@@ -29,3 +29,17 @@ def test_a_result_missing_a_kept_dimension_is_not_a_batched_einsum(result, got):
     with pytest.raises(sl.InvalidValueError, match=rf"^`expr`: the result {result.replace('[', '.').replace(']', '.')} "
                                                    rf"must have the dimensions I, K \(those not contracted\), got {got}$"):
         sl.plan_matmul(f"A[B, I] * B[B, K] -> {result}", {"B": 8, "I": 16, "K": 64}, {"X": 4, "Y": 2})
+
+
+@pytest.mark.parametrize("expr, kind, group, moved", [
+    # a [64, 128] bf16 array: each device's block is 64·128·2 / 4 = 4096 bytes
+    ("A[I_X, J] -> A[I, J_X]", "AllToAll", 4, 4096 * 3 / 4),   # sends all but its own quarter of its block
+    ("A[I_X, J] -> A[I, J]", "AllGather", 4, 4096 * 3),        # takes in the three other blocks
+    ("A[I_XY, J] -> A[I, J_XY]", "AllToAll", 8, 2048 * 7 / 8),  # one AllToAll over the 8 devices of X and Y
+])
+def test_a_reshard_moves_by_hand_what_each_device_sends(expr, kind, group, moved):
+    plan = sl.plan_reshard(expr, {"I": 64, "J": 128}, {"X": 4, "Y": 2})
+    (step,) = plan.steps
+    assert (step.kind, step.group) == (kind, group)
+    assert step.moved_bytes == pytest.approx(moved, rel=1e-12)
+    assert step.nbytes == 64 * 128 * 2
