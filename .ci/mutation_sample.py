@@ -5,7 +5,10 @@ Usage: python .ci/mutation_sample.py SESSION.sqlite COUNT [SEED]
 
 A uniform sample of a few hundred mutants estimates the kill rate of the whole
 session within a few percent, in a fraction of the time (each mutant reruns the
-unit tests). Run by `make mutation`; needs cosmic-ray installed.
+unit tests). The same tree, COUNT and SEED give the same sample (the mutants are
+ordered by what they change, not by their random job ids), so a score before and
+after a change of the tests compares the same mutants. Run by `make mutation`;
+needs cosmic-ray installed.
 """
 
 import random
@@ -15,9 +18,17 @@ from cosmic_ray.work_db import use_db
 from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
 
+def _key(item) -> tuple:
+    """What a mutant is, independent of its job id (a random UUID each `cosmic-ray init`): where, which operator,
+    which occurrence. Sorting by it makes a seed pick the same mutants in every session of the same tree."""
+    return tuple((m.module_path.as_posix(), m.operator_name, m.occurrence, tuple(m.start_pos), tuple(m.end_pos))
+                 for m in item.mutations)
+
+
 def main(session: str, count: int, seed: int = 0) -> None:
     with use_db(session) as db:
-        pending = sorted(item.job_id for item in db.pending_work_items)
+        items = sorted(db.pending_work_items, key=_key)
+        pending = [item.job_id for item in items]
         keep = set(random.Random(seed).sample(pending, min(count, len(pending))))
         for job_id in pending:
             if job_id not in keep:
