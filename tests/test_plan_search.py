@@ -184,3 +184,11 @@ def test_a_tpu_crossover_size_must_be_a_power_of_2_of_whole_cubes(chips):
     with pytest.raises(sl.InvalidValueError, match=rf"^`sizes`: a tpu-v5p slice here is a power of 2 of 4x4x4 cubes, "
                                                    rf"got {chips} chips$"):
         sl.pipeline_crossover("llama-3-8b", 2**20, [chips], "tpu-v5p", seq_len=4096)
+
+
+def test_the_number_of_runners_up_is_asked_for_and_never_negative():
+    node = sl.gpu_cluster(1, "h100")
+    for n in (0, 2):
+        assert len(sl.search_plans("llama-3-8b", 2**20, node, seq_len=4096, runners_up=n).runners_up) == n
+    with pytest.raises(sl.InvalidValueError, match=r"^`runners_up` must be a whole number >= 0, got -1$"):
+        sl.search_plans("llama-3-8b", 2**20, node, seq_len=4096, runners_up=-1)

@@ -270,3 +270,10 @@ def test_2d_weight_stationary_sharding_may_split_d_over_every_chip():
     assert got == pytest.approx(2 * 64 * 8192 / (256 * W) + 2 * 2 * 64 * 32768 / W, rel=1e-12)
     with pytest.raises(sl.InvalidValueError, match=r"`X`"):
         sl.weight_stationary_comms_time_s(64, 8192, 32768, 256, "tpu-v5p", layout="2d", X=512)
+
+
+def test_the_model_parallel_comms_derivation_shows_the_bytes_moved():
+    for t, text in ((1, "V = B·D·x = 32·8192·2 bytes"), (3, "V = B·D·x = 32·3·8192·2 bytes")):
+        d = str(sl.explain(sl.generate_comms_time_s, "llama-3-70b", sl.tpu_slice((4, 4), "tpu-v5e"), batch=32,
+                           tokens_per_step=t))
+        assert text in d

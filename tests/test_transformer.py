@@ -147,10 +147,10 @@ def test_an_unknown_optimizer_is_named_as_given():
 
 def test_the_training_flops_derivation_brackets_only_a_sum_of_components():
     one = str(sl.explain(sl.train_flops, "llama-3-8b", seq_len=2048, tokens=2048, component="mlp"))
-    assert "= 3·F_mlp = 3·2.31e13 FLOP = 6.93e13 FLOP" in one
+    assert "\nFLOPs_train(llama-3-8b, mlp) = 3·F_mlp = 3·2.31e13 FLOP = 6.93e13 FLOP" in one
     every = sl.explain(sl.train_flops, "llama-3-8b", seq_len=2048, tokens=2048, remat="full")
     assert every.formula == "3·(F_mlp + F_attention + F_dot_product + F_embeddings) + F_mlp + F_attention + F_dot_product"
-    assert "= 3·(" in str(every)
+    assert "FLOPs_train(llama-3-8b) = 3·(" in str(every)
 
 
 def test_the_list_of_models_shows_each_ones_aliases():
