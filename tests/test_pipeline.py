@@ -89,4 +89,5 @@ def test_the_gantt_charts_backward_boxes_are_twice_a_forwards_by_default():
     ax = sl.plot_pipeline_schedule(2, 2, schedule="gpipe")
     widths = sorted({round(patch.get_width(), 9) for patch in ax.patches})
     assert widths == [1.0, 2.0] and ax.get_xlim() == (0.0, 2 * 3.0 + 3.0)  # (m + p − 1)·(1 + 2) time units
+    assert {patch.get_linewidth() for patch in ax.patches} == {0.4}  # thin outlines
     plt.close("all")

@@ -175,6 +175,11 @@ def test_min_chips_counts_the_reserve(reserve, chips):
     assert sl.min_chips("llama-3-70b", "tpu-v5e", weight_dtype="int8", reserve_bytes=reserve) == chips
 
 
+def test_min_chips_reserves_nothing_by_default():
+    d = str(sl.explain(sl.min_chips, "llama-3-70b", "tpu-v5e", weight_dtype="int8"))
+    assert "= (70.6 GB + 0·0·164 kB + 0 B) / 16 GB = 4.41 → the next size offered = 8 chips" in d
+
+
 def test_min_chips_counts_the_kv_caches_of_the_batch():
     # the book: 32 sequences of 8192 int8 tokens (160 KiB each) beside 70.6 GB of int8 weights: 113.5 GB, a 4x2
     need = P70 + 32 * 8192 * kv_per_token("llama-3-70b", "int8")

@@ -248,6 +248,9 @@ def test_the_einsum_derivation_shows_the_factor_2_only_when_something_is_summed(
     elementwise = str(sl.explain(sl.einsum_flops, "ij,ij->ij", {"i": 4, "j": 8}))
     assert elementwise.startswith("FLOPs = i·j = 4·8 = 32 FLOP")
     assert "nothing is summed over" in elementwise
+    assert "where d: summed over (in both operands, not in the output)" in summed
+    one_side = str(sl.explain(sl.einsum_flops, "btd,df->bf", {"b": 4, "t": 3, "d": 8, "f": 2}))
+    assert "where t, d: summed over (in the operands, not in the output)" in one_side  # t is in one operand only
 
 
 def test_einsum_flops_agree_with_numpy_s_own_count():
