@@ -91,3 +91,11 @@ def test_the_gantt_charts_backward_boxes_are_twice_a_forwards_by_default():
     assert widths == [1.0, 2.0] and ax.get_xlim() == (0.0, 2 * 3.0 + 3.0)  # (m + p − 1)·(1 + 2) time units
     assert {patch.get_linewidth() for patch in ax.patches} == {0.4}  # thin outlines
     plt.close("all")
+
+
+def test_every_box_a_quarter_stage_wide_still_gets_its_label():
+    # interleaved with v = 4: a forward's box is 1/4 wide, room enough for a one-digit microbatch and its chunk
+    ax = sl.plot_pipeline_schedule(4, 8, schedule="interleaved", virtual_stages=4)
+    assert len(ax.texts) == len(ax.patches) == 2 * 4 * 8 * 4
+    assert {t.get_text() for t in ax.texts} == {f"{i}.{c}" for i in range(8) for c in range(4)}
+    plt.close("all")
