@@ -65,7 +65,7 @@ from ._jax_bridge import (
     sharded_matmul_collectives,
     simulated_mesh,
 )
-from ._jax_collectives import input_values, measure_jax_time_s, sharded_inputs
+from ._jax_collectives import collective_matmul_time_s, input_values, measure_jax_time_s, sharded_inputs
 from ._matmul_plan import Collective, MatmulPlan, Reshard, plan_matmul, plan_reshard
 from ._models import LatentAttention, ModelSpec, model, models, register_model
 from ._parallelism import (
@@ -202,8 +202,8 @@ __all__ = [
     # JAX on simulated devices: the collectives XLA compiles (chapters 3, 10)
     "CompiledCollective", "compiled_collectives", "parse_collectives", "sharded_matmul_collectives", "simulated_mesh",
     "PlanComparison", "PlanRow", "compare_with_plan",
-    # JAX programs on simulated devices: seeded sharded inputs, timings (chapter 10)
-    "input_values", "sharded_inputs", "measure_jax_time_s",
+    # JAX programs on simulated devices: seeded sharded inputs, timings, the collective matmul's model (chapter 10)
+    "input_values", "sharded_inputs", "measure_jax_time_s", "collective_matmul_time_s",
     # profiling: HLO, XLA's cost analysis, the JAX profiler's traces, predictions against measurements (chapter 9)
     "HloArray", "HloOp", "HloSummary", "hlo_array", "hlo_summary", "XlaCost", "cost_analysis",
     "Trace", "TraceEvent", "TraceOp", "capture_trace", "read_trace", "plot_trace",
