@@ -39,18 +39,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from ._derivation import Derivation, derivable, explain, plain, q
 from ._errors import InvalidValueError, unknown
+from ._estimate import LOSS_SOURCES, LOSSES, check_losses, losses_of
 from ._models import ModelSpec, model as _model
 from ._pipeline import SCHEDULES
 from ._specs import bytes_per_value, dtype_name
 from ._topology import GpuCluster, TpuSlice
 from ._transformer import OPTIMIZER_STATES, REMAT, _mlp_params, forward_flops, params, train_flops
 from ._units import fmt
-from ._validate import count, name as _name, number, positive, share, shown
+from ._validate import count, flag, name as _name, number, positive, share, shown
 
 #: The schedule a plan without a pipeline keeps (it orders nothing there).
 DEFAULT_SCHEDULE = "1f1b"
@@ -192,6 +194,38 @@ class TrainingCost:
     mfu: float = 0.0
     tokens_per_chip: float = field(default=0.0, repr=False)
     recompute_s: float = field(default=0.0, repr=False)
+    _estimator: object = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def losses_s(self) -> dict:
+        """The calibrated estimate's losses beyond the roofline, {name: seconds per step}, in the order the
+        estimate charges them (switched on one at a time, so they add up to estimated_time_s − time_s)."""
+        return self._estimator() if self._estimator is not None else {}
+
+    @property
+    def estimated_time_s(self) -> float:
+        """The calibrated estimate of the step (s): the roofline ``time_s`` plus every loss in ``losses_s``."""
+        return self.time_s + sum(self.losses_s.values())
+
+    @property
+    def estimated_mfu(self) -> float:
+        """MFU at the estimated step time (a fraction of peak)."""
+        return self.mfu * self.time_s / self.estimated_time_s
+
+    @property
+    def loss_sources(self) -> dict:
+        """{loss name: where its formula and constants come from}, for the losses in ``losses_s``."""
+        return {k: LOSS_SOURCES[k] for k in self.losses_s}
+
+    def estimate_table(self) -> str:
+        """A Markdown waterfall: the roofline step, each loss with its source, the calibrated estimate."""
+        rows = ["| from the roofline to the estimate | per step | source |", "|---|---|---|",
+                f"| roofline (the bound) | {fmt(self.time_s, 's')} | MFU {self.mfu:.1%} |"]
+        for k, t in self.losses_s.items():
+            rows.append(f"| + {k.replace('_', ' ')} | {fmt(t, 's')} | {LOSS_SOURCES[k]} |")
+        rows.append(f"| **calibrated estimate** | **{fmt(self.estimated_time_s, 's')}** | MFU "
+                    f"{self.estimated_mfu:.1%} |")
+        return "\n".join(rows)
 
     @property
     def fits(self) -> bool:
@@ -291,6 +325,10 @@ class _Setup:
     log_chips: float
     logs: dict          # n -> log n for the divisors of `chips`
     w_dcn: float
+    hbm_bw: float = 0.0             # a chip's HBM bandwidth (B/s), for the estimate
+    sequence_parallel: bool = True  # the estimate: Megatron's sequence parallelism with TP
+    flash_attention: bool = True    # attention scores neither stored nor read from HBM
+    losses: frozenset = frozenset(LOSSES)  # the losses the estimate charges
 
 
 def _state_bytes(optimizer, optimizer_dtype, master_dtype) -> float:
@@ -303,7 +341,8 @@ def _state_bytes(optimizer, optimizer_dtype, master_dtype) -> float:
 
 
 def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", grad_dtype="bf16", optimizer="adam",
-           optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0) -> _Setup:
+           optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0, flash_attention=True,
+           sequence_parallel=True, losses=LOSSES) -> _Setup:
     m = _model(model)
     T = number("seq_len", seq_len, positive=True, integer=True)
     B_ = number("B", B, at_least=1)
@@ -335,6 +374,11 @@ def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", gra
     recompute = tuple(train_flops(m, seq_len=T, tokens=B_, remat=r) - 3 * fwd for r in REMAT)
     kept = (m.N + 2 * m.K) * m.H + 2 * m.D + (c - 1) * F_eff
     act_values = (kept + 3 * m.D + m.N * m.H + F_eff + m.N, kept, float(m.D))  # none, dot_product, full
+    flash = flag("flash_attention", flash_attention)
+    if not flash:  # Korthikanti et al. 2022: + 5·a·s² bytes per sequence per layer (scores, softmax, dropout mask)
+        act_values = (act_values[0] + 2.5 * m.N * T, kept, float(m.D))
+    seq_par = flag("sequence_parallel", sequence_parallel)
+    charged = check_losses(losses)
     gpu = isinstance(topology, GpuCluster)
     n = topology.num_chips
     if n > MAX_CHIPS:
@@ -352,7 +396,8 @@ def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", gra
     return _Setup(m, float(B_), float(T), P, P_exp, P_layer, fwd, recompute, act_values, m.L,
                   m.moe_layers if m.is_moe else 0, m.D, m.k or 0, m.N, m.E or 1, b_param, b_grad, b_state, 2.0, C,
                   peak, float(hbm), gpu, n, g, w_gpu, w_node, w_ici, math.log(n) if n > 1 else 1.0,
-                  {d: math.log(d) for d in divisors}, w_dcn)
+                  {d: math.log(d) for d in divisors}, w_dcn, float(spec.hbm_bytes_per_s or 0.0), seq_par, flash,
+                  charged)
 
 
 def _seconds_per_byte(s: _Setup, axis: str, n: int, inner: int) -> float:
@@ -488,7 +533,8 @@ def _cost(s: _Setup, plan: ParallelPlan) -> TrainingCost:
         REMAT.index(plan.remat)])
     # MFU <= efficiency <= 1 (the step is at least its compute at C); min() only drops rounding's last bit.
     return TrainingCost(plan, step, fwd_c + bwd_c, fwd, bwd, bubble, comms_s, bound, memory, s.hbm,
-                        min(3.0 * s.fwd_flops / (step * N * s.peak), 1.0), s.B / N, recompute)
+                        min(3.0 * s.fwd_flops / (step * N * s.peak), 1.0), s.B / N, recompute,
+                        lambda: losses_of(s, plan))
 
 
 def _derive_cost(s: _Setup, cost: TrainingCost) -> Derivation:
@@ -506,12 +552,16 @@ def _derive_cost(s: _Setup, cost: TrainingCost) -> Derivation:
 
 @derivable
 def training_cost(model, B, plan, topology, *, seq_len, dtype="bf16", param_dtype="bf16", grad_dtype="bf16",
-                  optimizer="adam", optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0):
+                  optimizer="adam", optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0,
+                  flash_attention=True, sequence_parallel=True, losses=LOSSES):
     """Predict one training step of `model` on `topology` under `plan`: time, memory per chip, MFU, bounds.
 
     The assumptions (overlap pass by pass, bandwidth per axis, pipeline bubble, memory) are the
     module's, listed in its docstring; ``explain`` gives the step time's derivation, the result's
-    ``table()`` the breakdown.
+    ``table()`` the breakdown. Beside the roofline (``time_s``, ``mfu``) the result carries the
+    calibrated estimate (``estimated_time_s``, ``estimated_mfu``, the named losses ``losses_s`` and
+    their ``loss_sources``, the waterfall ``estimate_table()``), computed when first read; its
+    derivation is ``explain(estimated_step_time_s, ...)``.
 
     Formula:
         T_step = (max(T_fwd, comms_fwd) + max(T_bwd, comms_bwd)) · (v·m + p − 1) / (v·m)
@@ -531,6 +581,14 @@ def training_cost(model, B, plan, topology, *, seq_len, dtype="bf16", param_dtyp
         hbm_bytes: memory per chip to fit in (default: the chip's HBM).
         efficiency: the share of the peak C the matmuls reach (1: the roofline, the default; real kernels
             reach some 0.6 to 0.8); MFU stays relative to the peak.
+        flash_attention: True (the default): the attention scores are never stored (a fused kernel); False:
+            each layer without remat keeps them, Korthikanti et al. 2022's 5·a·s² bytes per sequence (a: heads,
+            s: seq_len), split over the tensor axis, and the estimate reads and writes them.
+        sequence_parallel: for the estimate only: Megatron's sequence parallelism with TP (AllGathers and
+            ReduceScatters, elementwise kernels split t ways; the roofline always assumes it); False: two
+            AllReduces per layer and pass, elementwise kernels repeated on every chip of the tensor axis.
+        losses: the losses the estimate charges, a collection of names from ``scalelib.LOSSES`` (default:
+            all; ``()``: the estimate is the roofline).
 
     Returns:
         a :class:`TrainingCost` (step time in s, memory in B per chip, MFU as a fraction).
@@ -547,14 +605,64 @@ def training_cost(model, B, plan, topology, *, seq_len, dtype="bf16", param_dtyp
     """
     s = _setup(model, B, topology, seq_len=seq_len, dtype=dtype, param_dtype=param_dtype, grad_dtype=grad_dtype,
                optimizer=optimizer, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype, hbm_bytes=hbm_bytes,
-               efficiency=efficiency)
+               efficiency=efficiency, flash_attention=flash_attention, sequence_parallel=sequence_parallel,
+               losses=losses)
     plan = _check_plan(s, plan, topology)
     return _derive_cost(s, _cost(s, plan))
 
 
 @derivable
+def estimated_step_time_s(model, B, plan, topology, *, seq_len, dtype="bf16", param_dtype="bf16", grad_dtype="bf16",
+                          optimizer="adam", optimizer_dtype="f32", master_dtype=None, efficiency=1.0,
+                          flash_attention=True, sequence_parallel=True, losses=LOSSES):
+    """The calibrated estimate of a training step: the roofline of :func:`training_cost` plus named losses.
+
+    Each loss (``scalelib.LOSSES``: matmul efficiency by shape, memory-bound elementwise kernels,
+    exposed tensor-parallel collectives on their network tier, recompute's kernels and collectives,
+    pipeline sends, the exposed data-parallel AllReduce, the optimizer step) has its formula in
+    ``scalelib._estimate``'s docstring and its constants, each with its source, in
+    ``scalelib/data/estimate.toml``. The losses are switched on one at a time in that order, so they
+    add up exactly to the estimate minus the roofline; ``losses=()`` gives the roofline itself.
+
+    Formula:
+        T_est = T_roofline + Σ losses
+
+    Args:
+        model, B, plan, topology, seq_len: as in :func:`training_cost`.
+        dtype, param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype, efficiency: as there too.
+        flash_attention, sequence_parallel, losses: as there too.
+
+    Returns:
+        seconds (s).
+
+    Chapter:
+        5 (Parallelism for training), 6 (Training LLaMA 3)
+
+    Example:
+        >>> from scalelib import gpu_cluster
+        >>> plan = ParallelPlan(tensor=8, pipeline=8, microbatches=64, schedule="interleaved", virtual_stages=3,
+        ...                     remat="dot_product")
+        >>> gpt3 = "gpt-3-175b"
+        >>> fmt(estimated_step_time_s(gpt3, 64 * 2048, plan, gpu_cluster(8, "a100"), seq_len=2048,
+        ...                           flash_attention=False, master_dtype="f32"), "s")
+        '13.5 s'
+    """
+    cost = training_cost(model, B, plan, topology, seq_len=seq_len, dtype=dtype, param_dtype=param_dtype,
+                         grad_dtype=grad_dtype, optimizer=optimizer, optimizer_dtype=optimizer_dtype,
+                         master_dtype=master_dtype, efficiency=efficiency, flash_attention=flash_attention,
+                         sequence_parallel=sequence_parallel, losses=losses)
+    names = list(cost.losses_s)
+    return Derivation(
+        f"T_est({cost.plan.label})", "T_roofline + " + (" + ".join(names) if names else "nothing"),
+        lambda: " + ".join([fmt(cost.time_s, "s")] + [fmt(cost.losses_s[k], "s") for k in names]),
+        cost.estimated_time_s, "s",
+        where=(f"T_roofline: training_cost's step (MFU {cost.mfu:.1%}); estimated MFU {cost.estimated_mfu:.1%}",
+               *(f"{k}: {LOSS_SOURCES[k]}" for k in names)))
+
+
+@derivable
 def training_memory_bytes(model, B, plan, topology, *, seq_len, param_dtype="bf16", grad_dtype="bf16",
-                          optimizer="adam", optimizer_dtype="f32", master_dtype=None):
+                          optimizer="adam", optimizer_dtype="f32", master_dtype=None, flash_attention=True):
     """Memory one chip needs for a training step under `plan`: its share of the state, and activations.
 
     Formula:
@@ -562,7 +670,7 @@ def training_memory_bytes(model, B, plan, topology, *, seq_len, param_dtype="bf1
 
     Args:
         model, B, plan, topology, seq_len: as in :func:`training_cost`.
-        param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype: as there too.
+        param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype, flash_attention: as there too.
 
     Returns:
         bytes (B) per chip.
@@ -577,7 +685,8 @@ def training_memory_bytes(model, B, plan, topology, *, seq_len, param_dtype="bf1
         '4.27 GB'
     """
     s = _setup(model, B, topology, seq_len=seq_len, param_dtype=param_dtype, grad_dtype=grad_dtype,
-               optimizer=optimizer, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype)
+               optimizer=optimizer, optimizer_dtype=optimizer_dtype, master_dtype=master_dtype,
+               flash_attention=flash_attention)
     plan = _check_plan(s, plan, topology)
     mem = _cost(s, plan).memory_bytes
     parts = [k for k in mem if k != "total"]

@@ -18,24 +18,30 @@ from functools import lru_cache
 from importlib import resources
 
 from ._derivation import Derivation, derivable, explain, q
+from ._units import fmt
 from ._errors import InvalidValueError, unknown
 from ._models import ModelSpec, model as _model
 from ._plan_search import SEARCH_SCHEDULES
 from ._topology import gpu_cluster, tpu_slice
 from ._training import ParallelPlan, training_cost
 from ._transformer import train_flops
-from ._validate import shown
+from ._validate import flag, shown
 
-QUANTITIES = {"mfu": "model FLOPs utilisation", "hfu": "hardware FLOPs utilisation (recomputation counted)"}
+QUANTITIES = {"mfu": "model FLOPs utilisation", "hfu": "hardware FLOPs utilisation (recomputation counted)",
+              "step_time": "seconds per training step (iteration)"}
 
 
 @dataclass(frozen=True)
 class TrainingRun:
     """One published training run: its model, cluster, parallel axes and batch, what was reported, where.
 
-    ``quantity`` is ``"mfu"`` or ``"hfu"`` (see :func:`predict_training_run`); ``reported`` the
-    fraction of peak the authors measured; ``remat`` the remat policies the prediction may choose
-    from (one when the paper states it).
+    ``quantity`` is ``"mfu"`` or ``"hfu"`` (see :func:`predict_training_run`), and ``reported`` the
+    fraction of peak the authors measured; or ``"step_time"``, and ``reported`` the seconds per step.
+    ``remat`` lists the remat policies the prediction may choose from (one when the paper states it);
+    ``microbatches``, ``schedule`` and ``virtual_stages``, when given, are the published pipeline
+    schedule. ``sequence_parallel``, ``flash_attention`` and ``state_sharded_over_data`` (gradients and
+    optimizer state sharded over the data axis, ZeRO-2) describe the run for the calibrated estimate
+    (:func:`published_plan_estimate`).
     """
 
     name: str
@@ -62,6 +68,12 @@ class TrainingRun:
     master_dtype: str | None = None
     notes: str = ""
     checked: tuple[str, ...] = ()
+    microbatches: int | None = None
+    schedule: str | None = None
+    virtual_stages: int = 1
+    sequence_parallel: bool = True
+    flash_attention: bool = True
+    state_sharded_over_data: bool = False
 
     @property
     def spec(self) -> ModelSpec:
@@ -84,10 +96,11 @@ class TrainingRun:
 
 
 @lru_cache(maxsize=None)
-def _load() -> tuple[TrainingRun, ...]:
+def _load(step_times: bool = False) -> tuple[TrainingRun, ...]:
     text = resources.files("scalelib").joinpath("data/training_runs.toml").read_text(encoding="utf-8")
+    data = tomllib.loads(text)
     rows = []
-    for row in tomllib.loads(text)["run"]:
+    for row in data["run"] + (data.get("step_run", []) if step_times else []):
         row = dict(row)
         for key in ("slice", "remat", "checked"):
             if key in row:
@@ -96,8 +109,12 @@ def _load() -> tuple[TrainingRun, ...]:
     return tuple(rows)
 
 
-def training_runs() -> tuple[TrainingRun, ...]:
+def training_runs(*, step_times=False) -> tuple[TrainingRun, ...]:
     """The published training runs chapter 6 predicts, each with its configuration and source.
+
+    Args:
+        step_times: also the runs published as a step time (Korthikanti et al. 2022's eight, Table 5),
+            after the six published as a utilisation.
 
     Returns:
         a tuple of :class:`TrainingRun`.
@@ -110,13 +127,13 @@ def training_runs() -> tuple[TrainingRun, ...]:
         >>> r.chips, r.tensor, r.pipeline, r.data, r.reported
         (8192, 8, 16, 64, 0.43)
     """
-    return _load()
+    return _load(flag("step_times", step_times))
 
 
 def _run(run) -> TrainingRun:
     if isinstance(run, TrainingRun):
         return run
-    known = {r.name: r for r in _load()}
+    known = {r.name: r for r in _load(True)}
     if isinstance(run, str) and run in known:
         return known[run]
     if isinstance(run, str):
@@ -146,25 +163,136 @@ def published_plan_cost(run):
         (8, 64, 'full')
     """
     r = _run(run)
-    spec, topology = r.spec, r.topology
-    axes = dict(data=r.data, fsdp=r.fsdp, tensor=r.tensor, pipeline=r.pipeline)
-    sequences = r.B // (r.data * r.fsdp * r.seq_len)
     best = None
-    schedules = SEARCH_SCHEDULES if r.pipeline > 1 else SEARCH_SCHEDULES[:1]
-    for schedule, v in schedules:
-        for m in (2**i for i in range(int(math.log2(max(sequences, 1))) + 1)):
-            for remat in r.remat:
-                try:
-                    plan = ParallelPlan(**axes, microbatches=m, schedule=schedule, virtual_stages=v, remat=remat)
-                    cost = training_cost(spec, r.B, plan, topology, seq_len=r.seq_len, master_dtype=r.master_dtype)
-                except InvalidValueError:
-                    continue
-                if cost.fits and (best is None or cost.time_s < best.time_s):
-                    best = cost
+    for cost in _candidates(r):
+        if cost.fits and (best is None or cost.time_s < best.time_s):
+            best = cost
     if best is None:
         raise InvalidValueError(f"`run`: no schedule, microbatch count or remat policy fits {r.name}'s plan in "
                                 f"memory")
     return best
+
+
+def _candidates(r: TrainingRun, **options):
+    """Every plan with the run's published axes: its published schedule, or each the search tries."""
+    spec, topology = r.spec, r.topology
+    axes = dict(data=r.data, fsdp=r.fsdp, tensor=r.tensor, pipeline=r.pipeline)
+    sequences = r.B // (r.data * r.fsdp * r.seq_len)
+    if r.microbatches is not None:
+        schedules, counts = ((r.schedule, r.virtual_stages),), (r.microbatches,)
+    else:
+        schedules = SEARCH_SCHEDULES if r.pipeline > 1 else SEARCH_SCHEDULES[:1]
+        counts = tuple(2**i for i in range(int(math.log2(max(sequences, 1))) + 1))
+    for schedule, v in schedules:
+        for m in counts:
+            for remat in r.remat:
+                try:
+                    plan = ParallelPlan(**axes, microbatches=m, schedule=schedule, virtual_stages=v, remat=remat)
+                    yield training_cost(spec, r.B, plan, topology, seq_len=r.seq_len, master_dtype=r.master_dtype,
+                                        **options)
+                except InvalidValueError:
+                    continue
+
+
+def published_plan_estimate(run):
+    """The published configuration priced by the calibrated estimate: its axes fixed, the rest chosen by it.
+
+    As :func:`published_plan_cost`, with the run's own ``sequence_parallel`` and ``flash_attention``,
+    and the fastest plan by ``estimated_time_s`` among those that fit (a run whose schedule is
+    published prices that schedule only). A run with ``state_sharded_over_data`` fits when its memory
+    with the gradients and optimizer state divided over the data axis does.
+
+    Args:
+        run: a :class:`TrainingRun` or its name.
+
+    Returns:
+        a :class:`~scalelib.TrainingCost` (its ``estimated_time_s`` in s).
+
+    Chapter:
+        6 (Training LLaMA 3)
+
+    Example:
+        >>> cost = published_plan_estimate("korthikanti-175b-selective")
+        >>> fmt(cost.time_s, "s"), fmt(cost.estimated_time_s, "s")      # measured: 13.75 s
+        ('7.44 s', '13.5 s')
+    """
+    r = _run(run)
+    best = None
+    for cost in _candidates(r, sequence_parallel=r.sequence_parallel, flash_attention=r.flash_attention):
+        mem = cost.memory_bytes
+        total = mem["total"]
+        if r.state_sharded_over_data:
+            total -= (mem["gradients"] + mem["optimizer state"]) * (1 - 1 / cost.plan.data)
+        if total <= cost.hbm_bytes and (best is None or cost.estimated_time_s < best.estimated_time_s):
+            best = cost
+    if best is None:
+        raise InvalidValueError(f"`run`: no schedule, microbatch count or remat policy fits {r.name}'s plan in "
+                                f"memory")
+    return best
+
+
+@derivable
+def measured_step_time_s(run):
+    """The step time a published run measured: given as such, or from its utilisation and its FLOPs.
+
+    Formula:
+        T_measured = FLOPs(B tokens) / (U · N · C)   (for a run published as a utilisation U)
+
+    Args:
+        run: a :class:`TrainingRun` or its name.
+
+    Returns:
+        seconds (s).
+
+    Chapter:
+        6 (Training LLaMA 3)
+
+    Example:
+        >>> round(measured_step_time_s("korthikanti-22b-full"), 2), round(measured_step_time_s("megatron-1t-a100"), 1)
+        (1.42, 44.9)
+    """
+    r = _run(run)
+    if r.quantity == "step_time":
+        return Derivation("T_measured", "published", "", float(r.reported), "s", where=(f"source: {r.source}",))
+    remat = r.remat[0] if r.quantity == "hfu" else "none"
+    flops = explain(train_flops, r.spec, seq_len=r.seq_len, tokens=r.B, remat=remat)
+    C = r.topology.spec.peak_flops_per_s()
+    n = r.topology.num_chips
+    return Derivation("T_measured", "FLOPs / (U · N · C)",
+                      lambda: f"{q(flops.value, 'FLOP')} / ({q(r.reported)} · {n} · {q(C, 'FLOP/s')})",
+                      float(flops.value) / (r.reported * n * C), "s", (flops,),
+                      where=(f"U: the published {r.quantity.upper()}, {r.source}", "N: chips; C: peak FLOP/s"))
+
+
+@derivable
+def estimate_error(run):
+    """The calibrated estimate's error on a published run: estimated / measured step time − 1.
+
+    Positive means the estimate is slower than the run was.
+
+    Formula:
+        error = T_est / T_measured − 1
+
+    Args:
+        run: a :class:`TrainingRun` or its name.
+
+    Returns:
+        a ratio (0.1: 10% slower than measured).
+
+    Chapter:
+        6 (Training LLaMA 3)
+
+    Example:
+        >>> round(estimate_error("korthikanti-1t-full"), 3)
+        0.025
+    """
+    r = _run(run)
+    cost = published_plan_estimate(r)
+    measured = explain(measured_step_time_s, r)
+    return Derivation("error", "T_est / T_measured − 1",
+                      lambda: f"{q(cost.estimated_time_s, 's')} / {q(measured.value, 's')} − 1",
+                      cost.estimated_time_s / float(measured.value) - 1, "", (measured,),
+                      where=(f"T_est: the calibrated estimate of {cost.plan!r} (roofline {q(cost.time_s, 's')})",))
 
 
 @derivable
@@ -194,6 +322,9 @@ def predict_training_run(run):
     """
     r = _run(run)
     cost = published_plan_cost(r)
+    if r.quantity == "step_time":
+        return Derivation("T_step", "roofline step of the published plan", "", cost.time_s, "s",
+                          where=(f"T_step: the step of {cost.plan!r}",))
     topology = r.topology
     remat = cost.plan.remat if r.quantity == "hfu" else "none"
     flops = explain(train_flops, r.spec, seq_len=r.seq_len, tokens=r.B, remat=remat)

@@ -1,0 +1,276 @@
+"""The calibrated estimate (chapters 5, 6, 8): the roofline bound plus named, sourced losses.
+
+The roofline of :func:`~scalelib.training_cost` runs every matmul at peak and hides every collective
+under compute wherever compute is longer. Real runs lose time to seven things it leaves out; the
+estimate charges each, with the constants of ``scalelib/data/estimate.toml`` (each with its source):
+
+* ``matmul_efficiency``: each matmul of a layer runs at the efficiency its size allows (a step
+  function of its GFLOP on one chip), or at the speed of reading its operands where that is slower;
+* ``memory_bound_ops``: the elementwise kernels of a layer, not overlapped with anything: two
+  layernorms, two residual adds, two dropouts, the activation (GeLU or SwiGLU) and, without flash
+  attention, the softmax and dropout of the attention scores; their bytes are Korthikanti et al.
+  2022's activation tensors (divided by t where tensor or sequence parallelism splits them), read and
+  written at the HBM's achieved bandwidth, the backward twice the forward's;
+* ``tensor_collectives``: tensor parallelism's collectives, none hidden: with sequence parallelism
+  two AllGathers and two ReduceScatters of [tokens, D] per layer and pass, without it two AllReduces;
+  each at its network tier's achieved bandwidth plus a latency (NVLink inside a node, the scale-out
+  network once the group spans nodes);
+* ``recompute``: what a recomputed forward repeats besides its FLOPs (which the roofline counts):
+  its elementwise kernels and, under full remat, its collectives (one re-gather per layer under
+  selective remat with sequence parallelism);
+* ``pipeline_send_receive``: each chunk's activations sent to the next stage, every microbatch and
+  pass, 1/t of [tokens, D] (Megatron's scatter-gather), at its tier's bandwidth plus latency;
+* ``data_parallel_exposed``: the data-parallel (and DCN) gradient AllReduce at achieved bandwidth;
+  with a pipeline it runs after the pipeline's flush, exposed (Narayanan et al. 2021); without one it
+  overlaps the backward. FSDP's gathers stay overlapped, at achieved bandwidth;
+* ``optimizer_step``: Adam's update, memory-bound: weights, state and master copy read and written,
+  gradients read.
+
+Each pass lasts the longer of its serial work (compute and the charged losses) and the collectives
+still overlapped; the step is the two passes stretched by the pipeline bubble, plus what runs after
+the flush. With no loss charged the estimate is the roofline, to the last bit; the breakdown switches
+the losses on one at a time in the order above, so the losses add up exactly to estimate − roofline.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from ._errors import InvalidValueError
+
+#: The losses the estimate charges, in the order its breakdown switches them on.
+LOSSES = ("matmul_efficiency", "memory_bound_ops", "tensor_collectives", "recompute", "pipeline_send_receive",
+          "data_parallel_exposed", "optimizer_step")
+
+#: Where each loss's formula and constants come from.
+LOSS_SOURCES = {
+    "matmul_efficiency": "matmul efficiency by size: calculon's A100 table (Isaev et al., SC 2023); operand reads "
+                         "at the HBM's achieved bandwidth",
+    "memory_bound_ops": "elementwise tensors of Korthikanti et al. 2022 (arXiv:2205.05198) section 4, read and "
+                        "written at 90% of HBM bandwidth (calculon's A100 figure)",
+    "tensor_collectives": "Megatron-LM's TP collectives (Shoeybi et al. 2019; Korthikanti et al. 2022), NVLink at "
+                          "80% (nccl-tests #212, #149) or InfiniBand at 90% (nccl-tests #119), latencies from "
+                          "calculon",
+    "recompute": "the recomputed forward's elementwise kernels and collectives (Korthikanti et al. 2022, section 5)",
+    "pipeline_send_receive": "one send of [tokens, D/t] per chunk, microbatch and pass (Narayanan et al. 2021, "
+                             "section 4.1, scatter-gather), InfiniBand at 90% with 20 us latency",
+    "data_parallel_exposed": "the gradient AllReduce after the pipeline flush (Narayanan et al. 2021, section 2.2), "
+                             "at the tier's achieved bandwidth",
+    "optimizer_step": "Adam's update (Kingma and Ba 2015) read and written at 90% of HBM bandwidth",
+}
+
+
+@lru_cache(maxsize=None)
+def constants() -> dict:
+    """The estimate's constants, read from ``scalelib/data/estimate.toml`` (each section with its source)."""
+    text = resources.files("scalelib").joinpath("data/estimate.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def check_losses(losses) -> frozenset:
+    """`losses` as a frozenset of loss names (the `losses=` keyword of the estimates), or a clear error."""
+    if isinstance(losses, str):
+        losses = (losses,)
+    try:
+        names = tuple(losses)
+    except TypeError:
+        raise InvalidValueError(f"`losses` must be a collection of loss names ({', '.join(LOSSES)}), "
+                                f"got {losses!r}") from None
+    for n in names:
+        if not isinstance(n, str) or n not in LOSSES:
+            raise InvalidValueError(f"`losses`: unknown loss {n!r}; the losses are {', '.join(LOSSES)} "
+                                    f"(losses=() gives the roofline)")
+    return frozenset(names)
+
+
+def _matmul_efficiency(gflop):
+    """A matmul's efficiency by its size (GFLOP on one chip): the step function of estimate.toml."""
+    c = constants()["matmul"]
+    gflop = np.asarray(gflop, dtype=float)
+    out = np.full(gflop.shape, c["efficiency"][-1])
+    for g, e in sorted(zip(c["gflop"], c["efficiency"])):
+        out = np.where(gflop >= g, e, out)
+    return out
+
+
+class Hardware:
+    """The achieved bandwidths and latencies of a topology's tiers, for the estimate."""
+
+    def __init__(self, s):
+        c = constants()
+        if not s.hbm_bw:
+            raise InvalidValueError(f"the estimate needs the HBM bandwidth of {s.model.name}'s chip, and it has none "
+                                    f"on record")
+        self.hbm = s.hbm_bw * c["hbm"]["achieved"]
+        self.mm_scale = c["kernel"]["matmul_scale"]
+        self.gpu = s.gpu
+        if s.gpu:
+            self.w_nvlink = s.w_gpu * c["nvlink"]["achieved"]
+            self.lat_nvlink = c["nvlink"]["latency_s"]
+            self.w_ib = (s.w_node / s.g if np.isfinite(s.w_node) else s.w_gpu) * c["infiniband"]["achieved"]
+            self.lat_ib = c["infiniband"]["latency_s"]
+            self.ib_fraction = c["infiniband"]["achieved"]
+        else:
+            self.ici = c["ici"]["achieved"]
+            self.hop = c["ici"]["hop_latency_s"]
+            self.lat_dcn = c["ici"]["dcn_latency_s"]
+            self.ib_fraction = c["ici"]["achieved"]
+
+    def tier(self, s, n, inner):
+        """(seconds per byte, latency s) of a collective over an axis of n chips, `inner` chips of the axes
+        inside it: NVLink while the group stays in a node, else the scale-out network (GPUs); a TPU axis's
+        share of ICI, with a hop's latency per step of a ring half the axis long."""
+        n = np.asarray(n)
+        if self.gpu:
+            inside = inner * n <= s.g
+            return (np.where(inside, 1.0 / self.w_nvlink, 1.0 / self.w_ib),
+                    np.where(inside, self.lat_nvlink, self.lat_ib))
+        logs = np.zeros(s.chips + 1)
+        for k, value in s.logs.items():
+            logs[k] = value
+        logs[1] = 1.0
+        return s.log_chips / (s.w_ici * self.ici * logs[n]), self.hop * n / 2
+
+
+def model_shape(m):
+    """(D, F_eff, N, K, H, V, c) of a model for the per-layer kernels (F_eff: the MLP width a token uses)."""
+    c = 3 if m.gated else 2
+    F = m.F * (m.k or 1) if m.is_moe else m.F
+    return m.D, F, m.N, m.K, m.H, m.V, c
+
+
+def estimate_step(s, hw, g, on, *, parts=False):
+    """The estimated step time (s) of every plan in the grid `g` (arrays, as the plan search's), with the losses
+    in `on` charged. With ``on`` empty it is the roofline of :func:`scalelib._plan_search._costs_numpy`."""
+    from ._plan_search import _costs_numpy, _spb_numpy
+
+    d, f, t, p, e, sl = g["data"], g["fsdp"], g["tensor"], g["pipeline"], g["expert"], g["slices"]
+    mb, v, r = g["microbatches"], g["virtual_stages"], g["remat"]
+    if not on:
+        return _costs_numpy(s, g)[0]
+    sequence_parallel, flash_attention = s.sequence_parallel, s.flash_attention
+    N = d * f * t * p * sl
+    R = d * f * sl
+    L_stage = -(-s.L // (p * v)) * v
+    uneven = L_stage * p / s.L
+    full = np.where(r == 2, 1.0, 0.0)
+    sel = np.where(r == 1, 1.0, 0.0)
+    recompute = np.array(s.recompute)[r]
+    fwd_c = s.fwd_flops / (N * s.C) * uneven
+    bwd_c = (2.0 * s.fwd_flops + recompute) / (N * s.C) * uneven
+    tok = s.B / R
+    fe = np.maximum(f // e, 1)
+    shard = (s.P - s.P_exp) * ((f - 1) / f) + s.P_exp * ((fe - 1) / fe)
+    spb_f = _spb_numpy(s, "fsdp", f, t)
+    gather = mb * (s.b_param * shard / (t * p)) * spb_f
+    scatter = mb * (s.b_grad * shard / (t * p)) * spb_f
+    a2a = s.b_act * (tok / t) * s.k * s.D * ((e - 1) / e) * (s.L_moe / p) * spb_f
+    over_f = [gather + 2.0 * a2a]
+    over_b = [gather + scatter + (2.0 + 2.0 * full) * a2a]
+    per_pass = L_stage * 4.0 * ((t - 1) / t) * s.b_act * tok * s.D * _spb_numpy(s, "tensor", t, 1)
+    dp = 2.0 * ((d - 1) / d) * s.b_grad * s.P / (t * p * f) * _spb_numpy(s, "data", d, t * f)
+    hop = v * s.b_act * tok * s.D / t * _spb_numpy(s, "pipeline", p, t * f * d)
+    dcn = 2.0 * ((sl - 1) / sl) * s.b_grad * s.P / (t * p * f * d) * _spb_numpy(s, "slices", sl, 1)
+    stretch = (v * mb + p - 1) / (v * mb)
+    D, F, Nh, K, H, V, c = model_shape(s.model)
+    T = s.T
+    tm = tok / mb                       # tokens of one microbatch of one replica
+    ser_f, ser_b, after = fwd_c, bwd_c, 0.0
+    out = {}
+    if "matmul_efficiency" in on:
+        ops = [(tm, D, (Nh + 2 * K) * H / t, 1.0), (tm, Nh * H / t, D, 1.0), (tm, D, (c - 1) * F / t, 1.0),
+               (tm, F / t, D, 1.0), (T, H, T, tm / T * Nh / t), (T, T, H, tm / T * Nh / t)]
+        ideal = 0.0
+        real = 0.0
+        for m_, k_, n_, batch in ops:
+            flops = 2.0 * m_ * k_ * n_ * batch
+            nbytes = s.b_act * (m_ * k_ + k_ * n_ + m_ * n_) * batch
+            ideal = ideal + flops / s.peak
+            real = real + flops / (s.peak * _matmul_efficiency(flops / 1e9) * hw.mm_scale) + nbytes / hw.hbm
+        factor = real / ideal * (s.C / s.peak)
+        ser_f, ser_b = ser_f * factor, ser_b * factor
+        out["matmul_efficiency"] = factor
+    a_s = 1.0 / t if sequence_parallel else 1.0
+    elementwise = 30.0 * tm * D * a_s + 2.0 * c * tm * F / t
+    scores = 0.0 if flash_attention else 9.0 * tm * T * Nh / t
+    layer_mem = (elementwise + scores) / hw.hbm          # one layer's forward, one microbatch (s)
+    if "memory_bound_ops" in on:
+        ser_f = ser_f + L_stage * mb * layer_mem
+        ser_b = ser_b + L_stage * mb * 2.0 * layer_mem
+    spb_t, lat_t = hw.tier(s, t, 1)
+    V_t = s.b_act * tm * D
+    ag = np.where(t > 1, lat_t + (t - 1) / t * V_t * spb_t, 0.0)
+    ar = 2.0 * ag
+    tp_layer = 4.0 * ag if sequence_parallel else 2.0 * ar     # per layer, microbatch and pass
+    if "tensor_collectives" in on:
+        ser_f = ser_f + L_stage * mb * tp_layer
+        ser_b = ser_b + L_stage * mb * tp_layer
+    else:
+        over_f.append(per_pass)
+        over_b.append((2.0 + full) * per_pass)
+    if "recompute" in on:
+        redo = full * (layer_mem + tp_layer) + sel * (scores / hw.hbm + (ag if sequence_parallel else 0.0))
+        ser_b = ser_b + L_stage * mb * redo
+    if "pipeline_send_receive" in on:
+        spb_p, lat_p = hw.tier(s, p, t * f * d)
+        send = np.where(p > 1, lat_p + s.b_act * tm * D / t * spb_p, 0.0)
+        ser_f = ser_f + v * mb * send
+        ser_b = ser_b + v * mb * send
+    else:
+        over_f.append(hop)
+        over_b.append(hop)
+    if "data_parallel_exposed" in on:
+        lat = hw.lat_ib if hw.gpu else hw.lat_dcn
+        dp_real = np.where(d > 1, dp / hw.ib_fraction + 2.0 * lat, 0.0)
+        dcn_real = np.where(sl > 1, dcn / hw.ib_fraction + 2.0 * lat, 0.0)
+        piped = p > 1
+        after = after + np.where(piped, dp_real + dcn_real, 0.0)
+        over_b.append(np.where(piped, 0.0, dp_real))
+        over_b.append(np.where(piped, 0.0, dcn_real))
+        over_f[0] = over_f[0] / hw.ib_fraction
+        over_b[0] = over_b[0] / hw.ib_fraction
+    else:
+        over_b.append(dp)
+        over_b.append(dcn)
+    if "optimizer_step" in on:
+        local = s.P / (t * p * f)
+        after = after + local * (2.0 * s.b_param + s.b_grad + 2.0 * s.b_state) / hw.hbm
+    fwd = ser_f
+    for a in over_f:
+        fwd = np.maximum(fwd, a)
+    bwd = ser_b
+    for b in over_b:
+        bwd = np.maximum(bwd, b)
+    step = (fwd + bwd) * stretch + after
+    return (step, out) if parts else step
+
+
+def plan_grid(plan) -> dict:
+    """One plan as a grid of one (the plan search's arrays)."""
+    from ._training import REMAT, _SCHED_CODE
+
+    g = {k: np.array([getattr(plan, k)], dtype=np.int64) for k in
+         ("data", "fsdp", "tensor", "pipeline", "expert", "slices", "microbatches", "virtual_stages")}
+    g["schedule"] = np.array([_SCHED_CODE[plan.schedule]], dtype=np.int64)
+    g["remat"] = np.array([REMAT.index(plan.remat)], dtype=np.int64)
+    return g
+
+
+def losses_of(s, plan) -> dict:
+    """{loss: seconds} for one plan: the charged losses switched on one at a time, in the order of LOSSES."""
+    hw = Hardware(s)
+    g = plan_grid(plan)
+    prev = float(estimate_step(s, hw, g, frozenset())[0])
+    out, on = {}, set()
+    for name in LOSSES:
+        if name not in s.losses:
+            continue
+        on.add(name)
+        now = float(estimate_step(s, hw, g, frozenset(on))[0])
+        out[name] = now - prev
+        prev = now
+    return out
