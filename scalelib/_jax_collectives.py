@@ -24,7 +24,7 @@ from ._derivation import Derivation, derivable, explain, q
 from ._errors import InvalidValueError
 from ._sharding import Sharding, _mesh, sharding
 from ._specs import DTYPES, chip as _chip, dtype_name
-from ._validate import count, name as _name, positive, shown
+from ._validate import count, flag, name as _name, positive, shown
 
 #: The most values :func:`sharded_inputs` draws for all its arrays together.
 MAX_INPUT_VALUES = 2**26
@@ -246,11 +246,16 @@ def measure_jax_time_s(fn, *args, repeats=5, statistic="min") -> float:
 
 #: The schedules :func:`collective_matmul_time_s` prices.
 SCHEDULES = ("gather first", "one way", "both ways", "unsplit")
+#: (formula, rule of Y, T_blk, T_mm) per schedule, on a ring (Y has a link between its ends) and on a line.
 _SCHEDULE_FORMULA = {
-    "gather first": ("(Y − 1)·T_blk / 2 + Y·T_mm", lambda n, tb, tm: (n - 1) * tb / 2 + n * tm),
-    "one way": ("(Y − 1)·max(T_blk, T_mm) + T_mm", lambda n, tb, tm: (n - 1) * max(tb, tm) + tm),
-    "both ways": ("(Y − 1)·max(T_blk / 2, T_mm) + T_mm", lambda n, tb, tm: (n - 1) * max(tb / 2, tm) + tm),
-    "unsplit": ("Y·T_mm", lambda n, tb, tm: n * tm),
+    (True, "gather first"): ("(Y − 1)·T_blk / 2 + Y·T_mm", lambda n, tb, tm: (n - 1) * tb / 2 + n * tm),
+    (True, "one way"): ("(Y − 1)·max(T_blk, T_mm) + T_mm", lambda n, tb, tm: (n - 1) * max(tb, tm) + tm),
+    (True, "both ways"): ("(Y − 1)·max(T_blk / 2, T_mm) + T_mm", lambda n, tb, tm: (n - 1) * max(tb / 2, tm) + tm),
+    (True, "unsplit"): ("Y·T_mm", lambda n, tb, tm: n * tm),
+    (False, "gather first"): ("(Y − 1)·T_blk + Y·T_mm", lambda n, tb, tm: (n - 1) * tb + n * tm),
+    (False, "one way"): ("(Y − 1)·max(T_blk, T_mm) + T_mm", lambda n, tb, tm: (n - 1) * max(tb, tm) + tm),
+    (False, "both ways"): ("(Y − 1)·max(T_blk, T_mm) + T_mm", lambda n, tb, tm: (n - 1) * max(tb, tm) + tm),
+    (False, "unsplit"): ("Y·T_mm", lambda n, tb, tm: n * tm),
 }
 #: Integer dtypes a matmul may take that have no published matrix-unit peak: bytes per value.
 _NO_PEAK_DTYPES = {"int32": 4}
@@ -264,8 +269,9 @@ def _split(arg: str, size: int, parts: int, axis: str) -> int:
 
 
 @derivable
-def collective_matmul_time_s(B, D, F, chip, *, mesh, schedule="one way", dtype="bf16", flops_per_s=None):
-    """Modelled time of A[B_X, D_Y] · W[D, F_Y] → Out[B_X, F_Y] on a ring Y, by one of four schedules.
+def collective_matmul_time_s(B, D, F, chip, *, mesh, schedule="one way", dtype="bf16", flops_per_s=None,
+                             wraparound=True):
+    """Modelled time of A[B_X, D_Y] · W[D, F_Y] → Out[B_X, F_Y] over mesh axis Y, by one of four schedules.
 
     Each device holds a [B/X, D/Y] block of A and needs its whole rows, [B/X, D].
     One block crosses one ICI link one way in T_blk; one block times the matching
@@ -279,10 +285,19 @@ def collective_matmul_time_s(B, D, F, chip, *, mesh, schedule="one way", dtype="
     roofline bound, chapter 10; the book measures 311, 244 and 224 µs for three
     of them on a TPU v5e 2x4 with int32 arrays).
 
+    Without the link between Y's ends (``wraparound=False``, a line), the
+    AllGather's bytes reach an end chip over one link, one way, so it takes
+    twice the ring's time; the block a one-way step sends from one end to the
+    other travels back along the line in the direction no other block uses
+    (forwarded without waiting, hop latency left out), so one way costs what it
+    does on a ring; and sending both ways gains nothing, each direction of
+    every link then carrying a whole block per step.
+
     Formula:
         T_blk = b·(B/X)·(D/Y) / W,  T_mm = 2·(B/X)·(D/Y)·(F/Y) / C;
-        gather first = (Y − 1)·T_blk/2 + Y·T_mm;  one way = (Y − 1)·max(T_blk, T_mm) + T_mm;
-        both ways = (Y − 1)·max(T_blk/2, T_mm) + T_mm;  unsplit = Y·T_mm
+        on a ring: gather first = (Y − 1)·T_blk/2 + Y·T_mm;  one way = (Y − 1)·max(T_blk, T_mm) + T_mm;
+        both ways = (Y − 1)·max(T_blk/2, T_mm) + T_mm;  unsplit = Y·T_mm;
+        on a line: gather first = (Y − 1)·T_blk + Y·T_mm;  both ways = one way
 
     Args:
         B: rows of A (tokens), a whole number divisible by X.
@@ -297,6 +312,8 @@ def collective_matmul_time_s(B, D, F, chip, *, mesh, schedule="one way", dtype="
             `flops_per_s`.
         flops_per_s: the arithmetic rate C (FLOP/s), in place of the chip's peak;
             needed for ``"int32"``.
+        wraparound: True (default) if Y is a ring, with a link between its ends;
+            False for a line (a TPU v5e slice smaller than the pod, such as 2x4).
 
     Returns:
         seconds (s).
@@ -311,6 +328,9 @@ def collective_matmul_time_s(B, D, F, chip, *, mesh, schedule="one way", dtype="
         >>> fmt(collective_matmul_time_s(1024, 2048, 8192, "tpu-v5e", mesh={"X": 2, "Y": 4},
         ...                              schedule="both ways"), "s")
         '22.9 µs'
+        >>> fmt(collective_matmul_time_s(1024, 2048, 8192, "tpu-v5e", mesh={"X": 2, "Y": 4},
+        ...                              schedule="gather first", wraparound=False), "s")
+        '56.8 µs'
     """
     layout = _mesh_dict(mesh)
     if set(layout) != {"X", "Y"}:
@@ -321,6 +341,7 @@ def collective_matmul_time_s(B, D, F, chip, *, mesh, schedule="one way", dtype="
     depth = _split("D", count("D", D), Y, "Y")
     cols = _split("F", count("F", F), Y, "Y")
     schedule = _name("schedule", schedule, SCHEDULES, "schedule")
+    ring = flag("wraparound", wraparound)
     if isinstance(dtype, str) and dtype.lower() in ("int32", "s32"):
         dtype, b = "int32", _NO_PEAK_DTYPES["int32"]
     else:
@@ -344,8 +365,8 @@ def collective_matmul_time_s(B, D, F, chip, *, mesh, schedule="one way", dtype="
                        lambda: f"{b:g}·{rows}·{depth} B / {q(W.value, 'B/s')}", v_blk / W.value, "s", (W,))
     t_mm = Derivation("T_mm", "2·(B/X)·(D/Y)·(F/Y) / C",
                       lambda: f"2·{rows}·{depth}·{cols} FLOP / {q(C.value, 'FLOP/s')}", flops / C.value, "s", (C,))
-    formula, rule = _SCHEDULE_FORMULA[schedule]
+    formula, rule = _SCHEDULE_FORMULA[ring, schedule]
     total = rule(Y, t_blk.value, t_mm.value)
-    return Derivation(f"T({schedule}, {dtype})", formula,
+    return Derivation(f"T({schedule}, {dtype}, {'ring' if ring else 'line'})", formula,
                       lambda: formula.replace("Y", str(Y)).replace("T_blk", q(t_blk.value, "s"))
                       .replace("T_mm", q(t_mm.value, "s")), total, "s", (t_blk, t_mm))

@@ -210,7 +210,7 @@ CALLS = {
     "measure_jax_time_s": (sl.measure_jax_time_s, (abs, 1.0), {"repeats": 1}),
     "collective_matmul_time_s": (sl.collective_matmul_time_s, (1024, 2048, 8192, "tpu-v5e"),
                                  {"mesh": {"X": 2, "Y": 4}, "schedule": "both ways", "dtype": "bf16",
-                                  "flops_per_s": None}),
+                                  "flops_per_s": None, "wraparound": True}),
     "hlo_array": (sl.hlo_array, ("bf16[8,128]{1,0:T(8,128)(2,1)}",), {}),
     "hlo_summary": (sl.hlo_summary, ("%x = f32[8]{0} parameter(0)",), {"mesh": {"X": 1}}),
     "cost_analysis": (sl.cost_analysis, (abs, 1.0), {"optimized": True}),

@@ -13,9 +13,12 @@ W_V5E = 4.5e10                      # TPU v5e: one ICI link, one way (B/s)
 C_V5E = 1.97e14                     # TPU v5e: bf16 peak (FLOP/s)
 
 
-def _by_hand(bytes_per_value, C, schedule, B=1024, D=2048, F=8192, X=2, Y=4):
+def _by_hand(bytes_per_value, C, schedule, B=1024, D=2048, F=8192, X=2, Y=4, ring=True):
     t_blk = bytes_per_value * (B / X) * (D / Y) / W_V5E
     t_mm = 2 * (B / X) * (D / Y) * (F / Y) / C
+    if not ring:     # a line: the AllGather's bytes enter an end chip over one link; both ways = one way
+        return {"gather first": (Y - 1) * t_blk + Y * t_mm, "unsplit": Y * t_mm}.get(
+            schedule, (Y - 1) * max(t_blk, t_mm) + t_mm)
     return {"gather first": (Y - 1) * t_blk / 2 + Y * t_mm,
             "one way": (Y - 1) * max(t_blk, t_mm) + t_mm,
             "both ways": (Y - 1) * max(t_blk / 2, t_mm) + t_mm,
@@ -26,6 +29,18 @@ def _by_hand(bytes_per_value, C, schedule, B=1024, D=2048, F=8192, X=2, Y=4):
 def test_bf16_schedules_match_the_formulas_by_hand(schedule):
     got = sl.collective_matmul_time_s(*BOOK, "tpu-v5e", mesh=MESH, schedule=schedule)
     assert got == pytest.approx(_by_hand(2, C_V5E, schedule), rel=1e-12)
+
+
+@pytest.mark.parametrize("schedule", ["gather first", "one way", "both ways", "unsplit"])
+def test_on_a_line_the_gather_takes_twice_the_ring_and_both_ways_gains_nothing(schedule):
+    got = sl.collective_matmul_time_s(*BOOK, "tpu-v5e", mesh=MESH, schedule=schedule, wraparound=False)
+    assert got == pytest.approx(_by_hand(2, C_V5E, schedule, ring=False), rel=1e-12)
+
+
+def test_on_the_books_line_one_way_beats_gathering_first_even_in_bf16():
+    kw = dict(mesh=MESH, wraparound=False)
+    assert (sl.collective_matmul_time_s(*BOOK, "tpu-v5e", schedule="one way", **kw)
+            < sl.collective_matmul_time_s(*BOOK, "tpu-v5e", schedule="gather first", **kw))
 
 
 def test_bf16_unsplit_matmul_is_the_chapters_21_8_us():
@@ -70,7 +85,7 @@ def test_int8_takes_the_chips_int8_peak_and_one_byte_a_value():
 
 def test_the_derivation_names_the_schedule_and_the_dtype():
     text = str(sl.explain(sl.collective_matmul_time_s, *BOOK, "tpu-v5e", mesh=MESH, schedule="both ways"))
-    assert "T(both ways, bf16) = (Y − 1)·max(T_blk / 2, T_mm) + T_mm" in text
+    assert "T(both ways, bf16, ring) = (Y − 1)·max(T_blk / 2, T_mm) + T_mm" in text
     assert "T_blk = b·(B/X)·(D/Y) / W = 2·512·512 B / 45 GB/s = 11.7 µs" in text
 
 
@@ -80,6 +95,7 @@ def test_the_derivation_names_the_schedule_and_the_dtype():
     ({"mesh": {"X": 2, "Y": 3}}, "`D` = 2048 does not split into 3 equal blocks over Y"),
     ({"mesh": MESH, "schedule": "sideways"}, "`schedule`"),
     ({"mesh": MESH, "flops_per_s": -1.0}, "`flops_per_s`"),
+    ({"mesh": MESH, "wraparound": "no"}, "`wraparound`"),
 ])
 def test_bad_inputs_are_refused_naming_the_argument(kwargs, message):
     with pytest.raises(sl.ScalelibError, match=message):
