@@ -11,10 +11,12 @@ estimate charges each, with the constants of ``scalelib/data/estimate.toml`` (ea
   attention, the softmax and dropout of the attention scores; their bytes are Korthikanti et al.
   2022's activation tensors (divided by t where tensor or sequence parallelism splits them), read and
   written at the HBM's achieved bandwidth, the backward twice the forward's;
-* ``tensor_collectives``: tensor parallelism's collectives, none hidden: with sequence parallelism
-  two AllGathers and two ReduceScatters of [tokens, D] per layer and pass, without it two AllReduces;
-  each at its network tier's achieved bandwidth plus a latency (NVLink inside a node, the scale-out
-  network once the group spans nodes);
+* ``tensor_collectives``: tensor parallelism's collectives, none hidden on GPUs (Megatron-LM runs
+  them between the matmuls): with sequence parallelism two AllGathers and two ReduceScatters of
+  [tokens, D] per layer and pass, without it two AllReduces; each at its network tier's achieved
+  bandwidth plus a latency (NVLink inside a node, the scale-out network once the group spans nodes).
+  On a TPU slice XLA overlaps them with the matmuls (collective matmul), so they cost what exceeds
+  the pass's compute;
 * ``recompute``: what a recomputed forward repeats besides its FLOPs (which the roofline counts):
   its elementwise kernels and, under full remat, its collectives (one re-gather per layer under
   selective remat with sequence parallelism);
@@ -95,6 +97,46 @@ def _matmul_efficiency(gflop):
     for g, e in sorted(zip(c["gflop"], c["efficiency"])):
         out = np.where(gflop >= g, e, out)
     return out
+
+
+def _hbm_efficiency(mb):
+    """A memory-bound kernel's share of HBM bandwidth by the MB it moves: the step function of estimate.toml."""
+    c = constants()["hbm"]
+    mb = np.asarray(mb, dtype=float)
+    out = np.full(mb.shape, c["efficiency"][-1])
+    for size, e in sorted(zip(c["mb"], c["efficiency"])):
+        out = np.where(mb >= size, e, out)
+    return out
+
+
+#: The losses of the inference estimates, in the order their breakdown switches them on.
+INFERENCE_LOSSES = ("kernel_efficiency", "kernel_overhead", "tensor_collectives")
+
+INFERENCE_LOSS_SOURCES = {
+    "kernel_efficiency": "per-layer matmuls at calculon's A100 efficiency by size (scaled as fitted for training) "
+                         "and weight and KV-cache reads at its HBM efficiency by transfer size (Isaev et al. 2023)",
+    "kernel_overhead": "a fixed cost per layer per forward pass (kernel launches and gaps), fitted on NIM's two "
+                       "H100 figures",
+    "tensor_collectives": "two AllReduces of [tokens, D] per layer over the tensor-parallel chips (Shoeybi et al. "
+                          "2019), NVLink at 80% with 10 us latency (nccl-tests #212; calculon), ICI by "
+                          "allreduce_time_s",
+}
+
+
+def check_inference_losses(losses) -> frozenset:
+    """`losses` of an inference estimate as a frozenset of names, or a clear error."""
+    if isinstance(losses, str):
+        losses = (losses,)
+    try:
+        names = tuple(losses)
+    except TypeError:
+        raise InvalidValueError(f"`losses` must be a collection of loss names ({', '.join(INFERENCE_LOSSES)}), "
+                                f"got {losses!r}") from None
+    for n in names:
+        if not isinstance(n, str) or n not in INFERENCE_LOSSES:
+            raise InvalidValueError(f"`losses`: unknown loss {n!r}; the inference losses are "
+                                    f"{', '.join(INFERENCE_LOSSES)} (losses=() gives the roofline)")
+    return frozenset(names)
 
 
 class Hardware:
@@ -206,9 +248,12 @@ def estimate_step(s, hw, g, on, *, parts=False):
     ag = np.where(t > 1, lat_t + (t - 1) / t * V_t * spb_t, 0.0)
     ar = 2.0 * ag
     tp_layer = 4.0 * ag if sequence_parallel else 2.0 * ar     # per layer, microbatch and pass
-    if "tensor_collectives" in on:
+    if "tensor_collectives" in on and hw.gpu:
         ser_f = ser_f + L_stage * mb * tp_layer
         ser_b = ser_b + L_stage * mb * tp_layer
+    elif "tensor_collectives" in on:  # XLA overlaps them with the matmuls (collective matmul): cost beyond compute
+        over_f.append(L_stage * mb * tp_layer)
+        over_b.append(L_stage * mb * tp_layer * (1.0 + full))
     else:
         over_f.append(per_pass)
         over_b.append((2.0 + full) * per_pass)
@@ -261,7 +306,8 @@ def plan_grid(plan) -> dict:
 
 
 def losses_of(s, plan) -> dict:
-    """{loss: seconds} for one plan: the charged losses switched on one at a time, in the order of LOSSES."""
+    """({loss: seconds}, the estimate in s) for one plan: the charged losses switched on one at a time, in the
+    order of LOSSES (each loss is the step with it on less the step before it)."""
     hw = Hardware(s)
     g = plan_grid(plan)
     prev = float(estimate_step(s, hw, g, frozenset())[0])
@@ -273,4 +319,4 @@ def losses_of(s, plan) -> dict:
         now = float(estimate_step(s, hw, g, frozenset(on))[0])
         out[name] = now - prev
         prev = now
-    return out
+    return out, prev

@@ -24,6 +24,7 @@ import numpy as np
 
 from ._derivation import Derivation, derivable, explain, plain, q
 from ._errors import InvalidValueError
+from ._estimate import INFERENCE_LOSSES
 from ._models import ModelSpec, model as _model
 from ._specs import ChipSpec, bytes_per_value, chip as _chip, dtype_name
 from ._topology import GpuCluster, TpuSlice
@@ -787,3 +788,227 @@ def speculative_time_per_token_s(model, topology, *, draft, k, acceptance, batch
     return Derivation("T_token", "(k·T_draft + T_check) / E[tokens]",
                       lambda: f"({k_}·{q(drafted.value, 's')} + {q(target.value, 's')}) / {q(tokens.value)}",
                       value, "s", (drafted, target, tokens))
+
+
+# --- the calibrated estimates beside the rooflines (chapter 8) --------------------------------------------------
+
+
+def _tp_allreduce_s(nbytes, topology, spec: ChipSpec, n: int):
+    """One AllReduce of `nbytes` over the n chips serving the model, on its network tier, latency included."""
+    from ._collectives import allreduce_time_s
+    from ._estimate import constants
+
+    if n == 1:
+        return np.zeros_like(np.asarray(nbytes, dtype=float))
+    if isinstance(topology, TpuSlice):
+        return np.asarray(allreduce_time_s(nbytes, topology), dtype=float)
+    c = constants()
+    if spec.family == "gpu":
+        domain = spec.scale_up_domain or 1
+        if n <= domain and spec.scale_up_bytes_per_s_per_gpu:
+            W, lat = spec.scale_up_bytes_per_s_per_gpu * c["nvlink"]["achieved"], c["nvlink"]["latency_s"]
+        else:
+            node = spec._require("scale_out_bytes_per_s_per_node", "a tensor-parallel group across nodes")
+            W, lat = node / domain * c["infiniband"]["achieved"], c["infiniband"]["latency_s"]
+    else:
+        link = spec._require("ici_link_bytes_per_s_one_way", "tensor parallelism over ICI")
+        W, lat = 2.0 * link * c["ici"]["achieved"], c["ici"]["hop_latency_s"] * n / 2
+    return 2.0 * lat + 2.0 * (n - 1) / n * np.asarray(nbytes, dtype=float) / W
+
+
+def _add_collectives(value, comms, gpu: bool):
+    """A pass with its collectives: after its kernels on GPUs; on TPUs overlapped by XLA (the longer of the two)."""
+    return value + comms if gpu else np.maximum(value, comms)
+
+
+def _waterfall(roofline, charged, order, terms):
+    """(value, {loss: seconds}): `terms(on)` gives the time with the losses in `on`; each loss is the time with
+    it switched on less the time before it, in `order` (so they add up to the estimate less the roofline)."""
+    prev, on, out = roofline, set(), {}
+    for name in order:
+        if name not in charged:
+            continue
+        on.add(name)
+        now = terms(frozenset(on))
+        out[name] = now - prev
+        prev = now
+    return prev, out
+
+
+def _estimate_derivation(symbol, roofline: Derivation, value, losses, sources):
+    names = list(losses)
+    return Derivation(
+        symbol, "T_roofline + " + (" + ".join(names) if names else "nothing"),
+        lambda: " + ".join([q(roofline.value, "s")] + [q(losses[k], "s") for k in names]),
+        plain(value), "s", (roofline,), where=tuple(f"{k}: {sources[k]}" for k in names))
+
+
+@derivable
+def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dtype="bf16", kv_dtype=None,
+                                   compute_dtype="bf16", kv_bytes_per_token=None, tokens_per_step=1, num_chips=None,
+                                   check_memory=True, losses=INFERENCE_LOSSES):
+    """The calibrated estimate of one generate step: :func:`generate_step_time_s`'s roofline plus named losses.
+
+    ``kernel_efficiency``: each layer's weights and KV cache are read at the share of HBM bandwidth a
+    kernel moving that many bytes reaches (on GPUs, where that table was measured), its matmuls at the
+    efficiency their size allows (the constants of ``scalelib/data/estimate.toml``, with sources);
+    ``kernel_overhead``: a fixed cost per layer on GPUs (fitted, see there; a TPU runs the step as
+    one compiled program); ``tensor_collectives``: two AllReduces
+    of the step's [tokens, D] activations per layer over the chips (Megatron-style tensor parallelism),
+    on their network tier with its latency (after the kernels on GPUs; overlapped by XLA on TPUs).
+    ``losses=()`` gives the roofline.
+
+    Formula:
+        T_est = T_KV / e_hbm + max(T_FLOPs / e_mm, T_weights / e_hbm) + L · t_layer + L · 2 · T_AR(B·t·D·2 B)
+
+    Args:
+        model, topology, batch, context: as in :func:`generate_step_time_s`.
+        weight_dtype, kv_dtype, compute_dtype, kv_bytes_per_token, tokens_per_step, num_chips, check_memory:
+            as there too.
+        losses: the losses charged, names from ``scalelib.INFERENCE_LOSSES`` (default: all).
+
+    Returns:
+        seconds (s).
+
+    Chapter:
+        8 (Serving LLaMA 3)
+
+    Example:
+        >>> from scalelib import fmt
+        >>> fmt(estimated_generate_step_time_s("llama-3-70b", "h100", num_chips=2, batch=1, context=5250,
+        ...                                    weight_dtype="fp8", compute_dtype="fp8"), "s")  # NIM: 18.58 ms
+        '18.7 ms'
+    """
+    from ._estimate import INFERENCE_LOSS_SOURCES, _hbm_efficiency, _matmul_efficiency, check_inference_losses, \
+        constants
+
+    charged = check_inference_losses(losses)
+    roof = explain(generate_step_time_s, model, topology, batch=batch, context=context, weight_dtype=weight_dtype,
+                   kv_dtype=kv_dtype, compute_dtype=compute_dtype, kv_bytes_per_token=kv_bytes_per_token,
+                   tokens_per_step=tokens_per_step, num_chips=num_chips, check_memory=check_memory)
+    spec, n, _ = _hardware(topology, num_chips)
+    w, kvd, c = _dtypes(weight_dtype, kv_dtype, compute_dtype, spec)
+    served = _Served(model, kv_bytes_per_token, kvd)
+    B, S = _batch_and_context(batch, context)
+    t = int(tokens_per_step)
+    W = spec.bytes_per_s(bandwidth="hbm")
+    C = spec.peak_flops_per_s(dtype=c)
+    L = served.spec.L if served.spec is not None else 1
+    weights = served.weight_bytes(w).value
+    kv_bytes = np.asarray(B) * np.asarray(S) * served.kv.value
+    flops = 2 * np.asarray(B) * t * served.active.value
+    k = constants()
+    scale = k["kernel"]["matmul_scale"] * (k["inference"]["fp8_matmul_scale"] if c == "fp8" else 1.0)
+    gpu = spec.family == "gpu"
+    overhead = k["inference"]["layer_overhead_s"] if gpu else 0.0  # fitted on GPUs (kernel launches)
+
+    def terms(on):
+        e_w = e_kv = e_mm = 1.0
+        if "kernel_efficiency" in on:  # a layer's four weight matrices, its KV cache, its matmuls on one chip
+            if gpu:  # the HBM table was measured on GPUs
+                e_w = _hbm_efficiency(weights / (4 * L * n) / 1e6)
+                e_kv = _hbm_efficiency(kv_bytes / (L * n) / 1e6)
+            e_mm = _matmul_efficiency(flops / (4 * L * n) / 1e9) * scale
+        value = kv_bytes / (n * W * e_kv) + np.maximum(flops / (n * C * e_mm), weights / (n * W * e_w))
+        if "kernel_overhead" in on:
+            value = value + L * overhead
+        if "tensor_collectives" in on and served.spec is not None:
+            V = np.asarray(B) * t * served.spec.D * 2.0
+            value = _add_collectives(value, L * 2 * _tp_allreduce_s(V, topology, spec, n), gpu)
+        return value
+
+    value, parts = _waterfall(np.asarray(roof.value, dtype=float), charged, INFERENCE_LOSSES, terms)
+    return _estimate_derivation("T_step_est", roof, value, parts, INFERENCE_LOSS_SOURCES)
+
+
+@derivable
+def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="bf16", compute_dtype="bf16",
+                             efficiency=None, attention=None, num_chips=None,
+                             losses=INFERENCE_LOSSES):
+    """The calibrated estimate of a prefill: :func:`prefill_time_s`'s roofline plus named losses.
+
+    ``kernel_efficiency``: each matmul of a layer (the projections, the MLP, and the attention scores
+    per head) runs at the efficiency its size on one chip allows (``scalelib/data/estimate.toml``), or
+    at `efficiency` when one is given (a share of peak assumed for all of them, as the book's 40%);
+    ``kernel_overhead``: a fixed cost per layer on GPUs (fitted, see ``estimate.toml``);
+    ``tensor_collectives``: two AllReduces of [B·T, D] per layer over the chips, on their network tier
+    (after the kernels on GPUs; overlapped with them by XLA on TPUs).
+    ``losses=()`` gives the roofline at full peak.
+
+    Formula:
+        T_est = max(Σ_ops FLOPs_op / (e_op · N · C), P_bytes / (N·W)) + L · t_layer + L · 2 · T_AR(B·T·D·2 B)
+
+    Args:
+        model, topology, tokens, batch, weight_dtype, compute_dtype, attention, num_chips: as in
+            :func:`prefill_time_s`.
+        efficiency: None (the default): each matmul at the efficiency of its size; a share of peak in (0, 1]:
+            every matmul at that.
+        losses: the losses charged, names from ``scalelib.INFERENCE_LOSSES`` (default: all).
+
+    Returns:
+        seconds (s).
+
+    Chapter:
+        8 (Serving LLaMA 3)
+
+    Example:
+        >>> from scalelib import fmt
+        >>> fmt(estimated_prefill_time_s("llama-3-70b", "h100", num_chips=2, tokens=5000, weight_dtype="fp8",
+        ...                              compute_dtype="fp8"), "s")   # NIM: 407 ms
+        '399 ms'
+    """
+    from ._estimate import INFERENCE_LOSS_SOURCES, _matmul_efficiency, check_inference_losses, constants, \
+        model_shape
+
+    charged = check_inference_losses(losses)
+    eff = None if efficiency is None else share("efficiency", efficiency)
+    roof = explain(prefill_time_s, model, topology, tokens=tokens, batch=batch, weight_dtype=weight_dtype,
+                   compute_dtype=compute_dtype, efficiency=1.0, attention=attention, num_chips=num_chips)
+    spec, n, _ = _hardware(topology, num_chips)
+    served = _Served(model, 0.0 if not isinstance(model, (str, ModelSpec)) else None, "bf16")
+    w, _, c = _dtypes(weight_dtype, None, compute_dtype, spec)
+    W = spec.bytes_per_s(bandwidth="hbm")
+    C = spec.peak_flops_per_s(dtype=c)
+    T = np.asarray(number("tokens", tokens, positive=True, at_least=1))
+    Bn = np.asarray(positive("batch", batch))
+    weights = served.weight_bytes(w).value
+    attention = served.spec is not None if attention is None else attention
+    m = served.spec
+    k = constants()
+    scale = k["kernel"]["matmul_scale"] * (k["inference"]["fp8_matmul_scale"] if c == "fp8" else 1.0)
+    overhead = k["inference"]["layer_overhead_s"] * (m.L if m is not None else 1) if spec.family == "gpu" else 0.0
+    flops_att = (np.asarray(forward_flops(m, seq_len=T, tokens=Bn * T, component="dot_product", causal=True))
+                 if attention else 0.0)
+    flops_mm = 2 * served.active.value * Bn * T
+
+    def terms(on):
+        if "kernel_efficiency" in on:
+            if eff is not None:
+                t_math = (flops_mm + flops_att) / (eff * n * C)
+            elif m is not None:
+                D, F, N, K, H, V, cc = model_shape(m)
+                tok = Bn * T
+                t_math = 0.0
+                for k_, n_ in ((D, (N + 2 * K) * H), (N * H, D), (D, (cc - 1) * F), (F, D)):
+                    f = 2.0 * tok * k_ * n_ / n          # one layer's matmul on one chip
+                    t_math = t_math + m.L * f / (C * _matmul_efficiency(f / 1e9) * scale)
+                f_un = 2.0 * tok * D * V / n
+                t_math = t_math + f_un / (C * _matmul_efficiency(f_un / 1e9) * scale)
+                if attention:
+                    per_layer = flops_att / (m.L * n)
+                    t_math = t_math + m.L * per_layer / (C * _matmul_efficiency(per_layer / 1e9 / 2) * scale)
+            else:
+                f = flops_mm / n
+                t_math = f / (C * _matmul_efficiency(f / 1e9) * scale)
+        else:
+            t_math = (flops_mm + flops_att) / (n * C)
+        value = np.maximum(t_math, weights / (n * W))
+        if "kernel_overhead" in on:
+            value = value + overhead
+        if "tensor_collectives" in on and m is not None:
+            value = _add_collectives(value, m.L * 2 * _tp_allreduce_s(Bn * T * m.D * 2.0, topology, spec, n),
+                                     spec.family == "gpu")
+        return value
+
+    value, parts = _waterfall(np.asarray(roof.value, dtype=float), charged, INFERENCE_LOSSES, terms)
+    return _estimate_derivation("T_prefill_est", roof, value, parts, INFERENCE_LOSS_SOURCES)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ._derivation import Derivation, derivable
 from ._errors import InvalidValueError
+from ._estimate import LOSSES, Hardware, estimate_step
 from ._models import model as _model
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_slice
 from ._training import (DEFAULT_SCHEDULE, REMAT, ParallelPlan, TrainingCost, _cost, _divisors, _plan_terms,
@@ -36,6 +37,8 @@ _CODE = {"gpipe": 0, "1f1b": 1, "interleaved": 2}
 #: The most plans one search prices (about 1.5 GB of arrays).
 MAX_PLANS = 20_000_000
 _METHODS = ("numpy", "loop")
+#: What the search ranks plans by: the roofline step of training_cost, or its calibrated estimate.
+RANKS = ("roofline", "estimate")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class PlanSearch:
     step_times_s: np.ndarray = field(default=None, repr=False)
     memory_bytes: np.ndarray = field(default=None, repr=False)
     grid: dict = field(default=None, repr=False)
+    rank: str = "roofline"
+    estimated_times_s: np.ndarray = field(default=None, repr=False)
 
     @property
     def time_s(self) -> float:
@@ -65,10 +70,21 @@ class PlanSearch:
 
     def table(self) -> str:
         """A Markdown table of the best plan and the runners-up: step time, MFU, memory, why each loses."""
+        if self.rank == "estimate":
+            rows = ["| plan | estimated step | estimated MFU | roofline step | memory per chip | verdict |",
+                    "|---|---|---|---|---|---|", _row_estimate(self.best, "**best**")]
+            rows += [_row_estimate(cost, why) for cost, why in self.runners_up]
+            return "\n".join(rows)
         rows = ["| plan | step | MFU | memory per chip | verdict |", "|---|---|---|---|---|",
                 _row(self.best, "**best**")]
         rows += [_row(cost, why) for cost, why in self.runners_up]
         return "\n".join(rows)
+
+
+def _row_estimate(cost: TrainingCost, why: str) -> str:
+    label = _row(cost, why).split(" | ")[0]
+    return (f"{label} | {fmt(cost.estimated_time_s, 's')} | {cost.estimated_mfu:.1%} | {fmt(cost.time_s, 's')} | "
+            f"{fmt(cost.memory_bytes['total'], 'B')} | {why} |")
 
 
 def _row(cost: TrainingCost, why: str) -> str:
@@ -212,7 +228,8 @@ def _family_codes(g: dict) -> np.ndarray:
     return sum(((g[a] > 1).astype(np.int64) << k) for k, a in enumerate(("pipeline", "tensor", "expert", "fsdp", "data")))
 
 
-def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, method, runners_up) -> PlanSearch:
+def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, method, runners_up,
+            rank="roofline") -> PlanSearch:
     start = time.perf_counter()
     g = _grid(s, slices, pipeline, max_microbatches, remats)
     if method == "numpy":
@@ -225,6 +242,10 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
         step, memory = _costs_loop(s, g)
     step = np.where(ok, step, np.inf)
     fits = ok & (memory <= s.hbm)
+    estimated = None
+    if rank == "estimate":  # rank by the calibrated estimate; the roofline stays in step_times_s
+        estimated = np.where(ok, estimate_step(s, Hardware(s), g, s.losses), np.inf)
+    order = step if estimated is None else estimated
     seconds = time.perf_counter() - start
     if not fits.any():
         least = memory[ok].min() if ok.any() else math.inf
@@ -232,9 +253,10 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
             f"`model`: {s.model.name} fits nowhere on {topology!r}: the plan needing the least memory still needs "
             f"{fmt(least, 'B')} per chip, more than {fmt(s.hbm, 'B')} (`hbm_bytes`, the chip's HBM by default); use "
             f"more chips, a smaller batch (`B`) or model")
-    timed = np.where(fits, step, np.inf)
+    timed = np.where(fits, order, np.inf)
     best_i = int(np.lexsort((memory, timed))[0])  # ties: the plan needing less memory
     best = _cost(s, _plan_at(g, best_i))
+    ranked = (lambda c: c.time_s) if estimated is None else (lambda c: c.estimated_time_s)
     families = _family_codes(g)
     others = []
     for code in np.unique(families[ok]):
@@ -244,8 +266,8 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
         if (fits & mine).any():
             i = int(np.lexsort((memory, np.where(mine, timed, np.inf)))[0])
             cost = _cost(s, _plan_at(g, i))
-            why = f"{cost.time_s / best.time_s - 1:.0%} slower: {cost.binding}"
-            others.append((cost.time_s, cost, why))
+            why = f"{ranked(cost) / ranked(best) - 1:.0%} slower: {cost.binding}"
+            others.append((ranked(cost), cost, why))
         else:
             i = int(np.argmin(np.where(mine & ok, memory, np.inf)))
             cost = _cost(s, _plan_at(g, i))
@@ -253,10 +275,11 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
                                              f"per chip, over {fmt(s.hbm, 'B')}"))
     others.sort(key=lambda x: (x[0], x[1].memory_bytes["total"]))
     return PlanSearch(best, tuple((c, w) for _, c, w in others[:runners_up]), int(step.size), int(fits.sum()),
-                      seconds, method, step, memory, g)
+                      seconds, method, step, memory, g, rank, estimated)
 
 
-def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up, kw):
+def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up, kw,
+                 rank="roofline"):
     s = _setup(model, B, topology, seq_len=seq_len, **kw)
     sl = count("slices", slices)
     if sl > 1 and s.gpu:
@@ -272,20 +295,29 @@ def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches
         raise InvalidValueError(f"`remat` must be a remat policy or a list of them ({', '.join(REMAT)}), got {shown(remat)}")
     remats = tuple(dict.fromkeys(_name("remat", r, REMAT, "remat policy") for r in remat))
     method = _name("method", method, _METHODS, "search method")
-    return s, sl, flag("pipeline", pipeline), mm, remats, method, count("runners_up", runners_up, minimum=0)
+    rank = _name("rank", rank, RANKS, "ranking")
+    if rank == "estimate" and not s.hbm_bw:
+        raise InvalidValueError(f"`rank`: the estimate needs {topology.spec.name}'s HBM bandwidth, which is not on "
+                                f"record; rank='roofline'")
+    return (s, sl, flag("pipeline", pipeline), mm, remats, method, count("runners_up", runners_up, minimum=0),
+            rank)
 
 
 @derivable
 def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_microbatches=64, remat=REMAT,
                  method="numpy", runners_up=5, dtype="bf16", param_dtype="bf16", grad_dtype="bf16", optimizer="adam",
-                 optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0):
+                 optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0, rank="roofline",
+                 flash_attention=True, sequence_parallel=True, losses=LOSSES):
     """Price every legal parallel plan for `model` on `topology` and return the fastest that fits, with runners-up.
 
     Plans: data × FSDP × tensor × pipeline = the topology's chips (tensor dividing the query heads,
     a stage per layer at most), expert parallelism dividing E and the FSDP axis (an MoE), 1 to
     `max_microbatches` microbatches (powers of 2; none shorter than a sequence), GPipe, 1F1B and
     interleaved schedules (2 and 4 chunks per stage) when there is a pipeline, and each remat
-    policy in `remat`. Each is priced by the cost model of :func:`training_cost`.
+    policy in `remat`. Each is priced by the cost model of :func:`training_cost`, and ranked by its
+    roofline step (``rank="roofline"``, the default) or by its calibrated estimate (``rank="estimate"``:
+    kernels below peak, elementwise kernels, exposed tensor-parallel collectives on their network tier,
+    which keeps TP inside a GPU node, and the rest of :func:`estimated_step_time_s`'s losses).
 
     Formula:
         best = argmin over plans that fit of T_step (the cost model of training_cost)
@@ -304,6 +336,9 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
         runners_up: how many other kinds of plan to report.
         dtype, param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype, hbm_bytes, efficiency: as in
             :func:`training_cost`.
+        rank: ``"roofline"`` (the default) or ``"estimate"``: what "fastest" means.
+        flash_attention, sequence_parallel, losses: as in :func:`training_cost` (flash_attention also in
+            the memory each plan needs; the other two only in the estimate).
 
     Returns:
         a :class:`PlanSearch` (its ``best`` a :class:`TrainingCost`, times in s).
@@ -319,11 +354,19 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
         >>> fmt(found.best.time_s, "s"), found.evaluated
         ('3.72 s', 16800)
     """
-    s, sl, pp, mm, remats, method, keep = _search_args(
+    s, sl, pp, mm, remats, method, keep, rank = _search_args(
         model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up,
         dict(dtype=dtype, param_dtype=param_dtype, grad_dtype=grad_dtype, optimizer=optimizer,
-             optimizer_dtype=optimizer_dtype, master_dtype=master_dtype, hbm_bytes=hbm_bytes, efficiency=efficiency))
-    found = _search(s, topology, sl, pp, mm, remats, method, keep)
+             optimizer_dtype=optimizer_dtype, master_dtype=master_dtype, hbm_bytes=hbm_bytes, efficiency=efficiency,
+             flash_attention=flash_attention, sequence_parallel=sequence_parallel, losses=losses), rank)
+    found = _search(s, topology, sl, pp, mm, remats, method, keep, rank)
+    if rank == "estimate":  # the headline stays the roofline step (time_s) of the plan the estimate ranks first
+        return Derivation(f"T_step(best of {found.evaluated} plans by the estimate)",
+                          "T_step of the plan with the least T_est among those that fit",
+                          lambda: f"T_step({found.best.plan.label})", found.best.time_s, "s",
+                          where=(f"{found.legal} of {found.evaluated} plans fit; the best by the calibrated estimate: "
+                                 f"{found.best.plan!r}, T_est = {fmt(found.best.estimated_time_s, 's')}",),
+                          returns=found)
     return Derivation(f"T_step(best of {found.evaluated} plans)", "min over plans that fit of T_step",
                       lambda: f"T_step({found.best.plan.label})", found.best.time_s, "s",
                       where=(f"{found.legal} of {found.evaluated} plans fit; the best: {found.best.plan!r}",),

@@ -197,15 +197,19 @@ class TrainingCost:
     _estimator: object = field(default=None, repr=False, compare=False)
 
     @cached_property
+    def _estimate(self) -> tuple:
+        return self._estimator() if self._estimator is not None else ({}, self.time_s)
+
+    @property
     def losses_s(self) -> dict:
         """The calibrated estimate's losses beyond the roofline, {name: seconds per step}, in the order the
         estimate charges them (switched on one at a time, so they add up to estimated_time_s − time_s)."""
-        return self._estimator() if self._estimator is not None else {}
+        return dict(self._estimate[0])
 
     @property
     def estimated_time_s(self) -> float:
         """The calibrated estimate of the step (s): the roofline ``time_s`` plus every loss in ``losses_s``."""
-        return self.time_s + sum(self.losses_s.values())
+        return float(self._estimate[1])
 
     @property
     def estimated_mfu(self) -> float:
@@ -640,12 +644,9 @@ def estimated_step_time_s(model, B, plan, topology, *, seq_len, dtype="bf16", pa
 
     Example:
         >>> from scalelib import gpu_cluster
-        >>> plan = ParallelPlan(tensor=8, pipeline=8, microbatches=64, schedule="interleaved", virtual_stages=3,
-        ...                     remat="dot_product")
-        >>> gpt3 = "gpt-3-175b"
-        >>> fmt(estimated_step_time_s(gpt3, 64 * 2048, plan, gpu_cluster(8, "a100"), seq_len=2048,
-        ...                           flash_attention=False, master_dtype="f32"), "s")
-        '13.5 s'
+        >>> plan = ParallelPlan(data=8, fsdp=8, tensor=8, microbatches=4, remat="none")
+        >>> fmt(estimated_step_time_s("llama-3-70b", 4 * 2**20, plan, gpu_cluster(64, "h100"), seq_len=4096), "s")
+        '7.98 s'
     """
     cost = training_cost(model, B, plan, topology, seq_len=seq_len, dtype=dtype, param_dtype=param_dtype,
                          grad_dtype=grad_dtype, optimizer=optimizer, optimizer_dtype=optimizer_dtype,

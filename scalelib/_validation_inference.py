@@ -254,3 +254,87 @@ def prediction_error(result):
                       lambda: f"{q(predicted.value, r.unit)} / {q(r.reported, r.unit)} − 1",
                       float(predicted.value) / r.reported - 1, "", (predicted,),
                       where=(f"reported: {r.source}",))
+
+
+def _estimated_closed_loop(m, topo, r: InferenceResult, kw) -> Derivation:
+    """closed_loop_throughput's rounds, each part at its calibrated estimate."""
+    from ._inference import estimated_generate_step_time_s, estimated_prefill_time_s
+
+    c, P, G = r.batch, r.prompt_tokens, r.output_tokens
+    dtypes = dict(weight_dtype=r.weight_dtype, compute_dtype=r.compute_dtype)
+    prefill = explain(estimated_prefill_time_s, m, topo, tokens=P, batch=c, **dtypes, **kw)
+    steps = estimated_generate_step_time_s(m, topo, batch=c, context=P + np.arange(G), kv_dtype=r.kv_dtype,
+                                           check_memory=False, **dtypes, **kw)
+    decode_s = float(np.sum(steps))
+    value = c * G / (float(prefill.value) + decode_s)
+    return Derivation("tokens/s (estimate)", "c·G / (T_prefill_est + Σ T_step_est)",
+                      lambda: f"{c}·{G} / ({q(prefill.value, 's')} + {q(decode_s, 's')})", value, "tokens/s",
+                      (prefill,), where=("c: requests in flight; G: tokens each generates; P: tokens of each prompt",))
+
+
+@derivable
+def estimate_inference_result(result):
+    """The calibrated estimate of a published inference figure, from its configuration alone.
+
+    As :func:`predict_inference_result`, with :func:`~scalelib.estimated_generate_step_time_s` and
+    :func:`~scalelib.estimated_prefill_time_s` in place of the rooflines (a prefill figure whose
+    efficiency the source assumed, as the book's 40%, keeps it).
+
+    Formula:
+        the calibrated estimate of the reported quantity, at the reported configuration
+
+    Args:
+        result: an :class:`InferenceResult` from :func:`inference_results`, or its name.
+
+    Returns:
+        the estimated value, in the result's unit (s or tokens/s).
+
+    Chapter:
+        8 (Serving LLaMA 3)
+
+    Example:
+        >>> from scalelib import fmt
+        >>> fmt(estimate_inference_result("nim-h100x2-itl"), "s")   # reported: 18.58 ms
+        '18.7 ms'
+    """
+    from ._inference import estimated_generate_step_time_s, estimated_prefill_time_s
+
+    r = _result(result)
+    m = _served_model(r)
+    topo, kw = _topology(r)
+    dtypes = dict(weight_dtype=r.weight_dtype, compute_dtype=r.compute_dtype)
+    if r.quantity == "decode_step_s":
+        return explain(estimated_generate_step_time_s, m, topo, batch=r.batch, context=r.context,
+                       kv_dtype=r.kv_dtype, **dtypes, **kw)
+    if r.quantity == "prefill_s":
+        eff = None if r.efficiency == 1.0 else r.efficiency
+        return explain(estimated_prefill_time_s, m, topo, tokens=r.prompt_tokens, batch=r.batch, efficiency=eff,
+                       **dtypes, **kw)
+    return _estimated_closed_loop(m, topo, r, kw)
+
+
+@derivable
+def inference_estimate_error(result):
+    """The calibrated estimate's relative error on a published inference figure: estimated / reported − 1.
+
+    Formula:
+        error = estimated / reported − 1
+
+    Args:
+        result: an :class:`InferenceResult` or its name.
+
+    Returns:
+        a ratio (0.1 is 10% above the reported value).
+
+    Chapter:
+        8 (Serving LLaMA 3)
+
+    Example:
+        >>> round(inference_estimate_error("nim-h100x2-itl"), 2)
+        0.01
+    """
+    r = _result(result)
+    estimated = explain(estimate_inference_result, r)
+    return Derivation("error", "estimated / reported − 1",
+                      lambda: f"{q(estimated.value, r.unit)} / {q(r.reported, r.unit)} − 1",
+                      float(estimated.value) / r.reported - 1, "", (estimated,), where=(f"reported: {r.source}",))

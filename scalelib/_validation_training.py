@@ -249,7 +249,7 @@ def measured_step_time_s(run):
 
     Example:
         >>> round(measured_step_time_s("korthikanti-22b-full"), 2), round(measured_step_time_s("megatron-1t-a100"), 1)
-        (1.42, 44.9)
+        (1.42, 103.8)
     """
     r = _run(run)
     if r.quantity == "step_time":
