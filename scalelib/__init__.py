@@ -44,6 +44,8 @@ from ._gpu import (
 from ._inference import (
     generate_comms_time_s,
     generate_model_parallel_max_degree,
+    estimated_generate_step_time_s,
+    estimated_prefill_time_s,
     generate_step_time_s,
     max_batch_size,
     max_batch_within_latency,
@@ -77,6 +79,7 @@ from ._parallelism import (
     tensor_parallel_max_degree,
 )
 from ._pipeline import PipelineOp, PipelineSchedule, pipeline_peak_activations, pipeline_schedule, plot_pipeline_schedule
+from ._estimate import INFERENCE_LOSSES, LOSSES
 from ._plan_search import PipelineNeed, PlanSearch, needs_pipeline, pipeline_crossover, plot_pipeline_crossover, search_plans
 from ._plot import plot_roofline
 from ._probe import measure_copy_time_s, measure_machine, measure_matmul_time_s
@@ -128,14 +131,19 @@ from ._sharding import Sharding, draw_sharding, latency_bound_bytes, sharding
 from ._validation_inference import (
     InferenceResult,
     closed_loop_throughput,
+    estimate_inference_result,
+    inference_estimate_error,
     inference_results,
     predict_inference_result,
     prediction_error,
 )
 from ._validation_training import (
     TrainingRun,
+    estimate_error,
+    measured_step_time_s,
     predict_training_run,
     published_plan_cost,
+    published_plan_estimate,
     training_prediction_error,
     training_runs,
 )
@@ -153,6 +161,7 @@ from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_pod, tpu_slice
 from ._training import (
     ParallelPlan,
     TrainingCost,
+    estimated_step_time_s,
     model_flops_utilization,
     training_cost,
     training_memory_bytes,
@@ -213,6 +222,7 @@ __all__ = [
     "fsdp_tensor_parallel_critical_batch", "optimal_fsdp_degree", "cross_slice_critical_batch",
     # training: the cost model, pipeline schedules, the plan search (chapter 5)
     "ParallelPlan", "TrainingCost", "training_cost", "training_memory_bytes", "model_flops_utilization",
+    "estimated_step_time_s", "LOSSES",
     "zero_state_bytes", "PipelineOp", "PipelineSchedule", "pipeline_schedule", "pipeline_peak_activations",
     "plot_pipeline_schedule", "PlanSearch", "PipelineNeed", "search_plans", "needs_pipeline", "pipeline_crossover",
     "plot_pipeline_crossover",
@@ -228,6 +238,7 @@ __all__ = [
     "moe_critical_batch_size", "plot_model_breakdown", "einsum_flops", "attention_intensity",
     # inference: step times, memory, model parallelism, speculative decoding (chapter 7); serving (chapter 8)
     "weight_load_time_s", "generate_step_time_s", "tokens_per_s_per_chip", "prefill_time_s", "max_batch_size",
+    "estimated_generate_step_time_s", "estimated_prefill_time_s", "INFERENCE_LOSSES",
     "max_batch_within_latency",
     "generate_comms_time_s", "generate_model_parallel_max_degree", "weight_stationary_comms_time_s",
     "weight_stationary_crossover_chips",
@@ -237,7 +248,9 @@ __all__ = [
     # published inference figures and scalelib's predictions of them (chapter 8)
     "InferenceResult", "inference_results", "closed_loop_throughput", "predict_inference_result",
     "prediction_error",
+    "estimate_inference_result", "inference_estimate_error",
     "TrainingRun", "training_runs", "published_plan_cost", "predict_training_run", "training_prediction_error",
+    "published_plan_estimate", "measured_step_time_s", "estimate_error",
     # GPU kernel tiles (chapter 12)
     "Tile", "best_tile", "search_tiles", "tile_intensity", "tile_smem_bytes",
     # pictures of the hardware (chapters 2, 12)
