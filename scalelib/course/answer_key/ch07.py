@@ -258,16 +258,26 @@ def _moe_active() -> Derivation:
     return _letters(explain(params, BOOK_MOE, active=True))
 
 
+def _moe_sizes() -> Derivation:
+    """Reference for 7.9: the MoE version's parameters in all, and those one token uses."""
+    total, active = _letters(explain(params, BOOK_MOE)), _moe_active()
+    return Derivation("answer", "[P, P_active]", "[P, P_active]", np.array([total.value, active.value]), "params",
+                      (total, active), where=("P: all 16 experts of every layer; P_active: the k = 2 a token uses",))
+
+
 register(Exercise(
     id="7.9",
-    title="Parameters a token of the MoE version uses",
-    reference=_moe_active,
+    title="Parameters of the MoE version, in all and per token",
+    reference=_moe_sizes,
     unit="params",
     mistakes={
-        slip(params(BOOK_MOE), _moe_active()):
-            "that counts all 16 experts; a token goes through only k = 2 of them (the rest of the model is shared)",
-        slip(params(BOOK_MODEL), _moe_active()):
-            "that is the dense model: each token now uses two experts, each as large as the dense MLP",
+        slip([params(BOOK_MOE), params(BOOK_MOE)], _moe_sizes()):
+            "the second count is all 16 experts again; a token goes through only k = 2 of them (the rest of the "
+            "model is shared)",
+        slip([params(BOOK_MOE), params(BOOK_MODEL)], _moe_sizes()):
+            "the second count is the dense model: each token now uses two experts, each as large as the dense MLP",
+        slip([BOOK_MOE.E * params(BOOK_MODEL), _moe_active().value], _moe_sizes()):
+            "only the MLPs are copied 16 times; attention and the embedding table stay single",
     },
     book=("Q5",),
 ))
@@ -407,4 +417,56 @@ register(Exercise(
         slip(_speculative(8), _speculative()):
             "the most drafted tokens is not the fastest here: try every k from 1 to 8 and keep the lowest time",
     },
+))
+
+
+# 7.14, 7.15 ----------------------------------------------------------------------
+
+PROMPT = 4096
+
+
+def _moe_prefill_flops(active: bool = True, per_param: int = 2) -> Derivation:
+    """Reference for 7.14: the matmul FLOPs of the MoE version's forward pass over a 4096-token prompt."""
+    P = _moe_active() if active else _letters(explain(params, BOOK_MOE))
+    return Derivation("FLOPs", f"{per_param} · P_active · T", f"{per_param} · {q(P.value)} · {PROMPT}",
+                      per_param * P.value * PROMPT, "FLOP", (P,),
+                      where=(f"P_active: the parameters a token uses{'' if active else ' (here, wrongly, all of them)'}; "
+                             f"T: the prompt's {PROMPT} tokens; {per_param}: FLOPs per parameter and token "
+                             "(a multiply and an add)",))
+
+
+register(Exercise(
+    id="7.14",
+    title="FLOPs of the MoE version's forward pass over a prompt",
+    reference=_moe_prefill_flops,
+    unit="FLOP",
+    mistakes={
+        slip(_moe_prefill_flops(active=False), _moe_prefill_flops()):
+            "that multiplies by all 16 experts; each token's arithmetic uses only the k = 2 it is sent to",
+        slip(_moe_prefill_flops(per_param=6), _moe_prefill_flops()):
+            "6 per parameter and token counts the backward pass too (training); a forward pass is 2",
+    },
+    book=("Q5",),
+))
+
+
+def _moe_prompt_kv(scale: float = 1.0) -> Derivation:
+    """Reference for 7.15: the int8 KV cache the MoE version's 4096-token prompt fills (experts leave it alone)."""
+    d = _letters(explain(kv_cache_bytes, BOOK_MOE, tokens=PROMPT, dtype="int8"))
+    return d if scale == 1.0 else Derivation("KV", "", "", d.value * scale, "B")
+
+
+register(Exercise(
+    id="7.15",
+    title="The KV cache of the MoE version's prompt",
+    reference=_moe_prompt_kv,
+    unit="B",
+    mistakes={
+        slip(_moe_prompt_kv(BOOK_MOE.E), _moe_prompt_kv()):
+            "the experts are MLPs: attention, and so the KV cache, is the dense model's, not E times it",
+        slip(_moe_prompt_kv(2), _moe_prompt_kv()):
+            "the cache is int8 here, one byte per value; and the k = 2 experts a token uses are MLPs, which cache "
+            "nothing",
+    },
+    book=("Q5",),
 ))
