@@ -106,3 +106,9 @@ def test_bad_input_is_refused_clearly():
     with pytest.raises(sl.InvalidValueError, match="does not fit"):
         sl.closed_loop_throughput("llama-3-70b", "h100", num_chips=2, concurrency=4096, prompt_tokens=8192,
                                     output_tokens=512, weight_dtype="fp8")
+
+
+@pytest.mark.parametrize("name", sorted(BANDS))
+def test_the_calibrated_estimate_is_within_a_quarter_of_every_figure(name):
+    ratio = float(sl.estimate_inference_result(name)) / PUBLISHED[name]["reported"]
+    assert 0.75 <= ratio <= 1.25, f"{name}: estimated / published = {ratio:.3f}"

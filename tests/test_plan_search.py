@@ -192,3 +192,30 @@ def test_the_number_of_runners_up_is_asked_for_and_never_negative():
         assert len(sl.search_plans("llama-3-8b", 2**20, node, seq_len=4096, runners_up=n).runners_up) == n
     with pytest.raises(sl.InvalidValueError, match=r"^`runners_up` must be a whole number >= 0, got -1$"):
         sl.search_plans("llama-3-8b", 2**20, node, seq_len=4096, runners_up=-1)
+
+
+@pytest.mark.parametrize("topo", [sl.gpu_cluster(4, "a100"), sl.tpu_slice((4, 4, 4), "tpu-v5p")], ids=repr)
+def test_ranked_by_the_estimate_the_search_prices_each_plan_as_training_cost_estimates_it(topo):
+    found = sl.search_plans("llama-3-8b", 2**20, topo, seq_len=4096, rank="estimate", flash_attention=False,
+                            sequence_parallel=False)
+    assert found.rank == "estimate"
+    g = found.grid
+    legal = np.flatnonzero(np.isfinite(found.estimated_times_s))
+    for i in legal[:: max(1, legal.size // 25)]:
+        plan = sl._plan_search._plan_at(g, int(i))
+        cost = sl.training_cost("llama-3-8b", 2**20, plan, topo, seq_len=4096, flash_attention=False,
+                                sequence_parallel=False)
+        assert cost.time_s == found.step_times_s[i] and cost.memory_bytes["total"] == found.memory_bytes[i]
+        assert cost.estimated_time_s == pytest.approx(found.estimated_times_s[i], rel=1e-12)
+    fits = np.isfinite(found.estimated_times_s) & (found.memory_bytes <= topo.spec.hbm_bytes)
+    assert found.best.estimated_time_s == pytest.approx(found.estimated_times_s[fits].min(), rel=1e-12)
+    for cost, why in found.runners_up:
+        if why.split(":")[0].endswith("slower"):
+            assert why.startswith(f"{cost.estimated_time_s / found.best.estimated_time_s - 1:.0%} slower: ")
+    roofline = sl.search_plans("llama-3-8b", 2**20, topo, seq_len=4096)
+    assert roofline.rank == "roofline" and roofline.estimated_times_s is None
+
+
+def test_the_ranking_is_checked():
+    with pytest.raises(sl.UnknownNameError, match=r"^`rank`: unknown ranking 'fastest': expected one of estimate, roofline"):
+        sl.search_plans("llama-3-8b", 2**20, sl.gpu_cluster(1, "h100"), seq_len=4096, rank="fastest")

@@ -102,3 +102,21 @@ def test_bad_input_is_refused_clearly():
         sl.predict_training_run("llama3-405b-8k-h10")
     with pytest.raises(sl.InvalidValueError, match="`run` must be a TrainingRun"):
         sl.training_prediction_error(42)
+
+
+def test_the_step_time_runs_join_only_when_asked_and_each_beats_no_roofline():
+    assert len(sl.training_runs(step_times=True)) == len(sl.training_runs()) + 8
+    for r in sl.training_runs(step_times=True):
+        if r.quantity != "step_time":
+            continue
+        assert r.url == "https://arxiv.org/abs/2205.05198" and r.checked and r.remat in (("full",), ("dot_product",))
+        predicted = sl.predict_training_run(r)           # the roofline's seconds, shorter than measured
+        assert 0.3 < predicted / r.reported < 0.7
+        assert sl.training_prediction_error(r) == pytest.approx(predicted / r.reported - 1, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(BANDS))
+def test_the_calibrated_estimate_lands_between_the_roofline_and_a_quarter_past_the_measurement(name):
+    cost = sl.published_plan_estimate(name)
+    measured = sl.measured_step_time_s(name)
+    assert cost.time_s < measured and 0.75 * measured <= cost.estimated_time_s <= 1.25 * measured
