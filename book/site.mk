@@ -10,6 +10,7 @@
 #                  (_build/no-solutions/_toc.yml), links to them left as plain text,
 #                  into _build/no-solutions/_build/html (apart from the full site)
 #   make browser   install Debian's chromium, chromedriver and colour emoji font (tests/test_site.py, make pdf)
+#                  and bubblewrap (the namespace sandbox `scalelib grade` runs each kernel in)
 #   make pdf       the PDF edition (scalelib/course/pdf.py): the site built as one page and printed by
 #                  chromium into _build/pdf/how-to-scale-your-model.pdf, then copied into the site,
 #                  where the introduction links to it; `make site` ends with this step. With
@@ -48,12 +49,12 @@ book/node_modules/.installed: book/package.json book/package-lock.json
 # With Noto's colour emoji: the checker's ✅ ❌ ⬜ print as themselves, not as empty boxes (PDF, screenshots).
 EMOJI_FONT := /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf
 browser:
-	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && [ -f $(EMOJI_FONT) ]; then \
-		echo "chromium, chromedriver and an emoji font are installed"; \
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && [ -f $(EMOJI_FONT) ] && [ -x /usr/bin/bwrap ]; then \
+		echo "chromium, chromedriver, an emoji font and bubblewrap are installed"; \
 	else \
 		$(SITE_SUDO) apt-get update && \
 		$(SITE_SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-			chromium chromium-driver fonts-noto-color-emoji; \
+			chromium chromium-driver fonts-noto-color-emoji bubblewrap; \
 	fi
 
 site: $(VENV)/.installed book/node_modules/.installed browser

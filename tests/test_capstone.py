@@ -16,7 +16,7 @@ import scalelib as sl
 from scalelib.course import capstone
 from scalelib.course.answer_key import ch11
 from scalelib.course.check import get_exercise
-from scalelib.course.grade import grade
+from scalelib.course.grade import load_roster, grade
 
 import grading_notebooks as nbs
 
@@ -178,33 +178,49 @@ def _capstone_notebook(path, name, answers, learner=None):
     return nbs.write(path, *cells, chapter=11, learner=learner)
 
 
-def test_the_grader_judges_each_capstone_against_its_learner_s_brief_and_flags_a_borrowed_name(tmp_path):
+def test_the_grader_judges_each_capstone_against_its_learner_s_brief_and_credits_no_borrowed_name(tmp_path):
     for d in ("ada", "bob", "carol", "dan"):
         (tmp_path / d).mkdir()
     with capstone.using(capstone.brief_for("Ada Lovelace")):
         ada_answers = {eid: _right(eid) for eid in IDS}
-    _capstone_notebook(tmp_path / "ada" / "ch11_capstone.ipynb", "Ada Lovelace", ada_answers, learner="Ada Lovelace")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("learner,notebook\nAda Lovelace,ada.ipynb\nBob,bob.ipynb\nCarol,carol.ipynb\nDan,dan.ipynb\n")
+    _capstone_notebook(tmp_path / "ada" / "ada.ipynb", "Ada Lovelace", ada_answers)
     # Bob copies Ada's answers but makes his own brief: wrong for his brief.
-    _capstone_notebook(tmp_path / "bob" / "ch11_capstone.ipynb", "Bob", ada_answers, learner="Bob")
-    # Carol copies Ada's notebook whole, name included: right for Ada's brief, and flagged.
-    _capstone_notebook(tmp_path / "carol" / "ch11_capstone.ipynb", "Ada Lovelace", ada_answers, learner="Carol")
+    _capstone_notebook(tmp_path / "bob" / "bob.ipynb", "Bob", ada_answers)
+    # Carol copies Ada's notebook whole, name and metadata included: nothing credited, and flagged.
+    _capstone_notebook(tmp_path / "carol" / "carol.ipynb", "Ada Lovelace", ada_answers, learner="Ada Lovelace")
     # Dan never makes a brief.
-    nbs.write(tmp_path / "dan" / "ch11_capstone.ipynb", "import scalelib as sl", "sl.check('11.1', 1e22)",
-              chapter=11, learner="Dan")
-    book = grade([tmp_path], seed=1)
+    nbs.write(tmp_path / "dan" / "dan.ipynb", "import scalelib as sl", "sl.check('11.1', 1e22)", chapter=11)
+    book = grade([tmp_path / d for d in ("ada", "bob", "carol", "dan")], seed=1, roster=load_roster(roster))
     ada, bob, carol, dan = (nbs.row(book, n) for n in ("Ada Lovelace", "Bob", "Carol", "Dan"))
     assert set(nbs.statuses(ada).values()) == {"correct"} and not any("capstone" in f for f in ada.flags)
     assert sum(s != "correct" for s in nbs.statuses(bob).values()) >= 5
-    assert set(nbs.statuses(carol).values()) == {"correct"}
+    assert "correct" not in set(nbs.statuses(carol).values()) and carol.points == 0
     assert any("brief of 'Ada Lovelace'" in f and "'Carol'" in f for f in carol.flags), carol.flags
+    assert any("metadata names the learner 'Ada Lovelace'" in f for f in carol.flags), carol.flags
     assert nbs.statuses(dan)["11.1"] == "not attempted"
     assert "capstone_brief" in [e for e in dan.exercises if e.exercise == "11.1"][0].message
 
 
-def test_a_name_matches_its_submission_by_learner_file_or_folder():
+@pytest.mark.parametrize("made_for", ["Alice Smith (Grace Hopper)", "Smith", "subs", "k", "Alice", "Alice Smithe"])
+def test_a_brief_made_for_any_other_name_earns_nothing(tmp_path, made_for):
+    with capstone.using(capstone.brief_for(made_for)):
+        answers = {eid: _right(eid) for eid in IDS}
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    _capstone_notebook(folder / "alice_smith_ch11.ipynb", made_for, answers)
+    (row,) = grade([folder], seed=1).grades
+    assert row.learner == "alice_smith" and row.points == 0, (row.learner, row.points)
+    assert any(f"brief of {made_for!r}" in f for f in row.flags), row.flags
+
+
+def test_a_name_matches_its_learner_exactly_once_case_spacing_and_punctuation_are_set_aside():
     assert capstone.same_learner("Ada Lovelace", "ada.lovelace")
-    assert capstone.same_learner("ada", "ch11_capstone", ("submissions", "ada"))
-    assert not capstone.same_learner("Ada Lovelace", "Carol", ("carol",))
+    assert capstone.same_learner("  ADA   lovelace ", "ada_lovelace")
+    assert not capstone.same_learner("Ada", "ada_lovelace")
+    assert not capstone.same_learner("Ada Lovelace (Grace Hopper)", "Ada Lovelace")
+    assert not capstone.same_learner("Ada Lovelace", "Carol")
     assert not capstone.same_learner("...", "anything")
 
 

@@ -247,10 +247,15 @@ def brief_for(learner: str) -> CapstoneBrief:
     return _make(name, variant_of(name))
 
 
-def same_learner(name: str, learner: str, path_parts=()) -> bool:
-    """Whether a brief made for `name` belongs to the submission of `learner` (its name, file or folders)."""
+def same_learner(name: str, learner: str) -> bool:
+    """Whether a brief made for `name` is the brief of `learner`: the same name once case, spacing and
+    punctuation are set aside (``"Ada Lovelace"`` is ``ada_lovelace``'s; ``"Ada"`` or ``"Lovelace"`` is not).
+
+    >>> same_learner("Ada Lovelace", "ada_lovelace"), same_learner("Lovelace", "Ada Lovelace")
+    (True, False)
+    """
     key = normalize_name(name)
-    return bool(key) and any(key in normalize_name(str(part)) for part in (learner, *path_parts))
+    return bool(key) and key == normalize_name(str(learner))
 
 
 def _make(name: str, number: int) -> CapstoneBrief:

@@ -41,8 +41,9 @@ def _parser() -> argparse.ArgumentParser:
         "environment, limits on time, memory and output), re-check every answer in this process, and write "
         "a gradebook: gradebook.csv and gradebook.json (a row per learner, a column per exercise) and one "
         "feedback file per learner in DIR/feedback/. Stored outputs are never trusted; only what runs counts.",
-        epilog="This is no file-system sandbox: a submission can read what your user can read. Grade "
-        "submissions you do not trust inside a container (see the book's page for instructors).")
+        epilog="Each kernel runs in a bubblewrap sandbox of Linux namespaces (its own processes only, no network, "
+        "no checkout, no answer key, limits on memory and processes); without bubblewrap grading refuses unless "
+        "--unsafe is given. See the book's page for instructors.")
     g.add_argument("notebooks", nargs="+", metavar="NOTEBOOK_OR_FOLDER",
                    help="notebooks (.ipynb) or folders of them (searched recursively)")
     g.add_argument("--out", metavar="DIR", default="gradebook",
@@ -61,6 +62,26 @@ def _parser() -> argparse.ArgumentParser:
                    help="seed of the cases drawn for function exercises (default: a fresh one, reported)")
     g.add_argument("--strict", action="store_true",
                    help="exit 1 if any notebook could not be graded (failed, or chapter unknown)")
+    g.add_argument("--chapter", metavar="N", type=int, default=None,
+                   help="the chapter assigned: notebooks of another chapter are reported, not run or credited")
+    g.add_argument("--roster", metavar="FILE",
+                   help="CSV with the columns learner and notebook (file name), and optionally Canvas's ID, "
+                   "SIS User ID, SIS Login ID and Section: learners are named from it")
+    g.add_argument("--jobs", metavar="N", type=int, default=1,
+                   help="notebooks graded at once, each in its own process and sandbox (default: 1)")
+    g.add_argument("--canvas", metavar="ASSIGNMENT",
+                   help="also write DIR/canvas.csv for Canvas's gradebook import, ASSIGNMENT being the column "
+                   "name as Canvas exports it, e.g. 'Chapter 3 (12345)' (IDs come from --roster)")
+    g.add_argument("--unsafe", action="store_true",
+                   help="grade even where no sandbox can be made (each notebook then runs with your rights; "
+                   "every report says so)")
+
+    ag = sub.add_parser("autograder", help="write a Gradescope autograder bundle for one chapter",
+                        description="Write setup.sh, run_autograder, source/ and autograder.zip into DIR: upload "
+                        "the zip on Gradescope's Configure Autograder page. Each submission is graded on "
+                        "Gradescope's machines as the chapter given, one container per submission.")
+    ag.add_argument("--gradescope", metavar="DIR", required=True, help="folder for the bundle")
+    ag.add_argument("--chapter", metavar="N", type=int, required=True, help="the chapter the assignment is")
 
     gen = sub.add_parser("generate", help="write exercises/*.ipynb from solutions/*.ipynb",
                          description="Write one exercise notebook in exercises/ for each solution notebook in "
@@ -150,14 +171,19 @@ def _output_size(text: str) -> int:
 def _grade(args) -> int:
     from .grade import GRADED, Limits, collect, grade, report_block
 
+    from .grade import load_roster
+
     limits = Limits(cell_timeout_s=args.timeout, notebook_timeout_s=args.notebook_timeout,
-                    memory_bytes=args.memory, max_output_bytes=args.max_output)
+                    memory_bytes=args.memory, max_output_bytes=args.max_output, unsafe=args.unsafe)
     collect(args.notebooks)  # a missing path is reported before anything runs
-    book = grade(args.notebooks, limits, seed=args.seed,
+    roster = load_roster(args.roster) if args.roster else None
+    book = grade(args.notebooks, limits, seed=args.seed, chapter=args.chapter, roster=roster, jobs=args.jobs,
                  on_graded=lambda g: print(report_block(g) + "\n", flush=True))
     print(book.summary())
-    written = book.write(args.out)
-    print(f"gradebook: {written[0]}, {written[1]}; feedback: {len(written) - 2} file(s) in {Path(args.out) / 'feedback'}")
+    written = book.write(args.out, canvas_assignment=args.canvas)
+    print(f"gradebook: {written[0]}, {written[1]}; feedback: {sum(p.parent.name == 'feedback' for p in written)} "
+          f"file(s) in {Path(args.out) / 'feedback'}" + (f"; Canvas: {Path(args.out) / 'canvas.csv'}" if args.canvas
+                                                         else ""))
     if args.json:
         Path(args.json).write_text(book.to_json(), encoding="utf-8")
     if args.csv:
@@ -236,6 +262,14 @@ def _book_map(args) -> int:
     return 0
 
 
+def _autograder(args) -> int:
+    from .gradescope import write_bundle
+
+    bundle = write_bundle(args.gradescope, args.chapter)
+    print(f"Gradescope autograder for chapter {args.chapter}: {bundle} (upload it on Configure Autograder)")
+    return 0
+
+
 def _pdf(args) -> int:
     from .pdf import build_pdf
 
@@ -257,7 +291,7 @@ def main(argv=None) -> int:
         return 2
     try:
         commands = {"grade": _grade, "generate": _generate, "sync-setup": _sync_setup, "api-docs": _api_docs,
-                    "book-map": _book_map, "pdf": _pdf}
+                    "book-map": _book_map, "pdf": _pdf, "autograder": _autograder}
         return commands[args.command](args)
     except ScalelibError as err:
         print(f"scalelib {args.command}: error: {err}", file=sys.stderr)

@@ -62,6 +62,12 @@ from .record import ANSWER_MIME, CALLS_MIME, MAX_VALUES, case_key, decode_number
 MISSING = "missing"
 #: Statuses of a notebook: run to the end; stopped or unreadable (``error`` says why); chapter not known.
 GRADED, FAILED, CHAPTER_UNKNOWN = "graded", "failed", "chapter unknown"
+#: Status of a notebook of another chapter than the one assigned (``--chapter``): reported, never run or credited.
+WRONG_CHAPTER = "wrong chapter"
+#: Most bytes of answer records (and function-call results) one notebook may send in all; past it they are dropped.
+MAX_RECORDS_BYTES = 16 * 2**20
+#: The flag on every notebook graded without a namespace sandbox (``--unsafe``).
+UNSAFE_FLAG = "graded WITHOUT a sandbox (--unsafe): this notebook ran with the grader's rights"
 #: Largest notebook file read (bytes).
 MAX_NOTEBOOK_BYTES = 100 * 2**20
 #: Seconds to wait, once a cell has replied, for the rest of its output; past it the kernel's output
@@ -108,12 +114,15 @@ class Limits:
         memory_bytes: the kernel's address-space limit (B), or None for none.
         max_output_bytes: the most bytes of output a notebook may produce (B); beyond
             it output is dropped (answers still count).
+        unsafe: grade even where no namespace sandbox can be made (each kernel then runs
+            with the grader's rights; every report says so). Otherwise grading refuses there.
     """
 
     cell_timeout_s: float = 120.0
     notebook_timeout_s: float = 600.0
     memory_bytes: int | None = 4 * 2**30
     max_output_bytes: int = 4 * 2**20
+    unsafe: bool = False
 
     def __post_init__(self):
         for name in ("cell_timeout_s", "notebook_timeout_s"):
@@ -300,12 +309,31 @@ def _sanitize(raw) -> tuple[object, list[str]]:
     return nb, flags
 
 
+_COURSE_NOTEBOOK = re.compile(r"^ch\d+_[a-z0-9_]+$", re.IGNORECASE)
+_CHAPTER_TOKEN = re.compile(r"(?:^|[_\-. ])ch\d+(?=$|[_\-. ])", re.IGNORECASE)
+
+
+def learner_from_path(path) -> str:
+    """The learner a submission's file names: its stem without a ``chNN`` token, or its folder's name when
+    the file keeps the course's own name (``ada/ch03_sharding.ipynb`` is ada's).
+
+    >>> learner_from_path("subs/ada_lovelace_ch03.ipynb"), learner_from_path("subs/ada/ch03_sharding.ipynb")
+    ('ada_lovelace', 'ada')
+    """
+    path = Path(path)
+    stem = path.stem
+    if _COURSE_NOTEBOOK.match(stem) and path.parent.name:
+        return path.parent.name[:100]
+    name = _CHAPTER_TOKEN.sub("", stem).strip("_-. ")
+    return (name or stem)[:100]
+
+
 def load(path) -> Submission:
     """Read the notebook at `path` once: its sources, learner, chapter and static flags; never raises."""
     import nbformat
 
     path = Path(path)
-    sub = Submission(path, learner=path.stem)
+    sub = Submission(path, learner=learner_from_path(path))
     name_chapter = _chapter_from_name(path)
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
@@ -328,8 +356,9 @@ def load(path) -> Submission:
     meta = sub.nb.metadata.get("scalelib")
     meta = meta if isinstance(meta, dict) else {}
     learner = meta.get("learner")
-    if isinstance(learner, str) and learner.strip():
-        sub.learner = " ".join(learner.split())[:100]
+    if isinstance(learner, str) and learner.strip() and " ".join(learner.split())[:100] != sub.learner:
+        sub.flags.append(f"its metadata names the learner {_clean(' '.join(learner.split())[:100])!r}; "
+                         f"learners are named by their file (or the roster), so it is graded as {sub.learner!r}")
     chapter = meta.get("chapter")
     if isinstance(chapter, str) and chapter.strip().isdigit():
         chapter = int(chapter)
@@ -511,6 +540,8 @@ def _client_class():
             self.output_dropped_in: list[int] = []
             self.collecting = "cell"
             self.records: list[dict] = []  # answers (or calls, or probe) displayed by the current execution
+            self.record_bytes = 0
+            self.records_dropped = 0
 
         def output(self, outs, msg, display_id, cell_index):
             from .sandbox import OUTPUT_DROPPED, PROBE_MIME
@@ -520,6 +551,11 @@ def _client_class():
             if kind in ("display_data", "execute_result") and isinstance(data, dict):
                 wanted = {"cell": ANSWER_MIME, "calls": CALLS_MIME, "probe": PROBE_MIME}[self.collecting]
                 if wanted in data:
+                    size = _content_size(content)
+                    if self.record_bytes + size > MAX_RECORDS_BYTES:
+                        self.records_dropped += 1
+                        return None
+                    self.record_bytes += size
                     self.records.append(data[wanted])
                     return None
                 if ANSWER_MIME in data or CALLS_MIME in data or PROBE_MIME in data:
@@ -578,7 +614,10 @@ async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: 
             and "skip-execution" not in c.metadata.get("tags", [])]
     if not code:
         return run
-    with Sandbox(limits.memory_bytes, limits.max_output_bytes) as box:
+    with Sandbox(limits.memory_bytes, limits.max_output_bytes, cpu_seconds=limits.notebook_timeout_s + 60,
+                 unsafe=limits.unsafe) as box:
+        if not box.isolated:
+            run.flags.append(UNSAFE_FLAG)
         nbformat.write(nb, str(box.home / (sub.path.stem[:100] + ".ipynb")))
         client = _client_class()(
             nb, km=box.kernel_manager(), max_output=limits.max_output_bytes, allow_errors=True,
@@ -603,6 +642,9 @@ async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: 
                 run.error = f"grading stopped ({type(err).__name__}: {_one_line(err)})"
         finally:
             atexit.unregister(client._cleanup_kernel)  # nbclient leaves it registered when the kernel fails to start
+        if client.records_dropped:
+            run.flags.append(f"{client.records_dropped} answer record(s) beyond {_size_text(MAX_RECORDS_BYTES)} "
+                             f"in all were dropped")
         if client.output_dropped_in:
             cells = ", ".join(map(str, sorted(set(client.output_dropped_in))[:5]))
             run.flags.append(f"output over the limit of {_size_text(limits.max_output_bytes)} was dropped "
@@ -634,6 +676,7 @@ async def _run_cells(client, box, nb, code, ids, limits, seed, run, CellTimeoutE
     records, _ = await _helper(client, '__import__("scalelib.course.sandbox", fromlist=["probe"]).probe()',
                                code[0], 60.0, "probe")
     probe = records[-1] if records and isinstance(records[-1], dict) else {}
+    box.note_kernel_tree()
     where = str(probe.get("scalelib", ""))
     if not where.startswith(str(box.lib)) or probe.get("answer_key") or not probe.get("grading"):
         run.error = (f"the grading kernel is not isolated (it imported scalelib from {where or 'nowhere'}"
@@ -669,8 +712,7 @@ async def _run_cells(client, box, nb, code, ids, limits, seed, run, CellTimeoutE
             return
         except DeadKernelError:
             run.answers.extend((number, r) for r in client.records)
-            memory = f" (a memory limit of {_size_text(limits.memory_bytes)} applies)" if limits.memory_bytes else ""
-            run.error = f"the kernel died while running cell {number}{memory}; the cells after it were not run"
+            run.error = f"the kernel died while running cell {number} ({box.death()}); the cells after it were not run"
             return
         answers = list(client.records)
         client.records = []
@@ -876,8 +918,9 @@ def judge(exercise_id: str, answer: dict) -> tuple[Verdict, str | None]:
 def _judge_for_brief(sub: Submission, eid: str, payload: dict, seen: set[str]) -> tuple[Verdict, str | None]:
     """Judge a chapter 11 answer against the brief of the name the notebook made it for.
 
-    The brief is rebuilt here from that name (nothing else the notebook says about it is read); a name
-    that is not the submission's learner (its metadata name, file name or folders) is flagged once.
+    The brief is rebuilt here from that name (nothing else the notebook says about it is read). A brief
+    made for any other name than the submission's learner (from the roster or the file name, compared with
+    case, spacing and punctuation set aside) is not credited, and is flagged once.
     """
     from .capstone import brief_for, same_learner, using
 
@@ -886,15 +929,17 @@ def _judge_for_brief(sub: Submission, eid: str, payload: dict, seen: set[str]) -
         with using(None):
             return judge(eid, payload)
     name = " ".join(name.split())[:100]
-    flag = None
-    if name not in seen:
-        seen.add(name)
-        if not same_learner(name, sub.learner, (sub.path.stem, *sub.path.parent.parts[-2:])):
+    if not same_learner(name, sub.learner):
+        flag = None
+        if name not in seen:
+            seen.add(name)
             flag = (f"the capstone was worked for the brief of {name!r}, not of this submission's learner "
-                    f"{sub.learner!r}; it was graded against {name!r}'s brief")
+                    f"{sub.learner!r}; nothing worked on another's brief is credited")
+        return (Verdict(eid, INCORRECT, f"❌ Exercise {eid}: this answer was worked for the brief of {name!r}, "
+                                        f"but this notebook is {sub.learner!r}'s: make your own brief with your "
+                                        f"name (as on the roster) and work it."), flag)
     with using(brief_for(name)):
-        result, judge_flag = judge(eid, payload)
-    return result, judge_flag or flag
+        return judge(eid, payload)
 
 
 def _grades(sub: Submission, ids: tuple[str, ...], run: _Run) -> tuple[list[ExerciseGrade], list[str], list[str]]:
@@ -1020,13 +1065,15 @@ class Gradebook:
     grades: list[NotebookGrade]
     seed: int
     limits: Limits
+    roster: Roster | None = None
+    tampered: tuple = ()  # package files whose contents changed during the run
 
     def exercise_ids(self) -> list[str]:
         ids = {e.exercise for g in self.grades for e in g.exercises}
         return sorted(ids, key=lambda i: tuple(int(p) if p.isdigit() else 0 for p in i.split(".")))
 
     def to_json(self) -> str:
-        return json.dumps({"seed": self.seed, "limits": self.limits.to_json(),
+        return json.dumps({"seed": self.seed, "limits": self.limits.to_json(), "tampered": list(self.tampered),
                            "exercises": self.exercise_ids(),
                            "learners": [g.to_json() for g in self.grades]}, indent=2, ensure_ascii=False) + "\n"
 
@@ -1044,33 +1091,75 @@ class Gradebook:
                              _text_cell("" if g.status == FAILED else (g.error or ""))])
         return out.getvalue()
 
+    def to_canvas_csv(self, assignment: str) -> str:
+        """The gradebook as a CSV Canvas imports (its gradebook's own columns, then `assignment`'s points).
+
+        Canvas matches rows by ``ID`` (or ``SIS User ID``/``SIS Login ID``), which come from the roster;
+        `assignment` is the column's name as Canvas exports it, e.g. ``"Chapter 3 (12345)"``.
+        """
+        if not isinstance(assignment, str) or not assignment.strip():
+            raise InvalidValueError(f"`assignment` must name the Canvas assignment column, got {assignment!r}")
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["Student", *_CANVAS_COLUMNS, assignment.strip()])
+        writer.writerow(["Points Possible", "", "", "", "",
+                         _points(max((g.max_points for g in self.grades), default=0))])
+        for g in self.grades:
+            row = self.roster.canvas(g.learner) if self.roster else {}
+            writer.writerow([_text_cell(g.learner), *(_text_cell(row.get(c, "")) for c in _CANVAS_COLUMNS),
+                             _points(g.points) if g.status in (GRADED, FAILED) else "0"])
+        return out.getvalue()
+
     def report(self) -> str:
         blocks = [report_block(g) for g in self.grades]
+        if self.tampered:
+            blocks.insert(0, "WARNING: these files of the grader changed while it ran (answers were judged by the "
+                             "versions imported before the first notebook): " + ", ".join(self.tampered))
         blocks.append(self.summary())
         return "\n\n".join(blocks) + "\n"
 
     def summary(self) -> str:
         n = len(self.grades)
-        counts = {s: sum(g.status == s for g in self.grades) for s in (GRADED, FAILED, CHAPTER_UNKNOWN)}
+        counts = {s: sum(g.status == s for g in self.grades)
+                  for s in (GRADED, FAILED, CHAPTER_UNKNOWN, WRONG_CHAPTER)}
         parts = [f"{counts[GRADED]} graded"]
         if counts[FAILED]:
             parts.append(f"{counts[FAILED]} failed")
         if counts[CHAPTER_UNKNOWN]:
             parts.append(f"{counts[CHAPTER_UNKNOWN]} chapter unknown")
+        if counts[WRONG_CHAPTER]:
+            parts.append(f"{counts[WRONG_CHAPTER]} of another chapter")
         flagged = sum(bool(g.flags) for g in self.grades)
         if flagged:
             parts.append(f"{flagged} flagged")
         return f"{n} notebook{'s' if n != 1 else ''}: {', '.join(parts)}; function cases drawn with seed {self.seed}"
 
-    def write(self, out_dir) -> list[Path]:
-        """Write ``gradebook.csv``, ``gradebook.json`` and ``feedback/<learner>.md`` into `out_dir`."""
+    def write(self, out_dir, *, canvas_assignment: str | None = None) -> list[Path]:
+        """Write ``gradebook.csv``, ``gradebook.json`` and ``feedback/<learner>.md`` into `out_dir`
+        (and ``canvas.csv`` with `canvas_assignment`).
+
+        Every file is written first into a fresh folder beside `out_dir`, then renamed into place: a
+        symlink, FIFO or file already at a gradebook path is replaced, never written through; a folder
+        there is refused.
+
+        Raises:
+            InvalidValueError: `out_dir` is a symlink or not a folder, or a folder stands at a file's path.
+        """
+        import os
+        import shutil
+        import tempfile
+
         out = Path(out_dir)
-        if out.exists() and not out.is_dir():
-            raise InvalidValueError(f"`out_dir` {str(out)!r} exists and is not a folder")
-        (out / "feedback").mkdir(parents=True, exist_ok=True)
-        written = [out / "gradebook.csv", out / "gradebook.json"]
-        written[0].write_text(self.to_csv(), encoding="utf-8", newline="")
-        written[1].write_text(self.to_json(), encoding="utf-8")
+        if out.is_symlink() or (out.exists() and not out.is_dir()):
+            raise InvalidValueError(f"`out_dir` {str(out)!r} exists and is not a folder (or is a symlink)")
+        out.mkdir(parents=True, exist_ok=True)
+        feedback_dir = out / "feedback"
+        if feedback_dir.is_symlink() or (feedback_dir.exists() and not feedback_dir.is_dir()):
+            feedback_dir.unlink()
+        feedback_dir.mkdir(exist_ok=True)
+        files: dict[str, str] = {"gradebook.csv": self.to_csv(), "gradebook.json": self.to_json()}
+        if canvas_assignment is not None:
+            files["canvas.csv"] = self.to_canvas_csv(canvas_assignment)
         used: set[str] = set()
         for g in self.grades:
             stem = re.sub(r"[^A-Za-z0-9._-]+", "_", g.learner).strip("._") or "learner"
@@ -1079,10 +1168,23 @@ class Gradebook:
                 n += 1
                 name = f"{stem}-{n}"
             used.add(name.lower())
-            path = out / "feedback" / f"{name}.md"
-            path.write_text(feedback(g), encoding="utf-8")
-            written.append(path)
-        return written
+            files[f"feedback/{name}.md"] = feedback(g)
+        staging = Path(tempfile.mkdtemp(prefix=".gradebook-", dir=out))
+        try:
+            (staging / "feedback").mkdir()
+            written = []
+            for rel, text in files.items():
+                with open(staging / rel, "w", encoding="utf-8", newline="") as f:
+                    f.write(text)
+            for rel in files:
+                target = out / rel
+                if target.is_dir() and not target.is_symlink():
+                    raise InvalidValueError(f"a folder stands where the gradebook's file {str(target)!r} goes")
+                os.replace(staging / rel, target)
+                written.append(target)
+            return written
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -1161,37 +1263,217 @@ def feedback(g: NotebookGrade) -> str:
 
 
 def grade(paths: Iterable, limits: Limits | None = None, seed: int | None = None,
-          on_graded: Callable[[NotebookGrade], None] | None = None) -> Gradebook:
+          on_graded: Callable[[NotebookGrade], None] | None = None, *, chapter: int | None = None,
+          roster: "Roster | None" = None, jobs: int = 1) -> Gradebook:
     """Grade every notebook `paths` name (files or folders), each on its own; see the module's docstring.
 
     Every notebook is read before any runs, so that none can change another's file
-    before it is graded. `on_graded` is called with each grade as it is made.
+    before it is graded; every answer key and grader module is imported, and the
+    package's files hashed, before the first kernel starts (and checked after the last).
+    `on_graded` is called with each grade as it is made.
+
+    Args:
+        chapter: the chapter assigned; a notebook of another chapter is reported
+            (status "wrong chapter") and neither run nor credited.
+        roster: who handed in which file (:func:`load_roster`); learners are named
+            from it, else from their file's name, never from the notebook's metadata.
+        jobs: notebooks graded at once, each in its own process and sandbox.
 
     Raises:
-        InvalidValueError: a path that does not exist, or a folder without notebooks.
+        InvalidValueError: a path that does not exist, a folder without notebooks, a bad
+            `chapter` or `jobs`.
+        SandboxUnavailable: no sandbox can be made here and ``limits.unsafe`` is false.
     """
+    from .sandbox import SandboxUnavailable, isolation
+
     limits = limits or Limits()
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InvalidValueError(f"`jobs` must be a whole number of notebooks at once, 1 or more, got {jobs!r}")
+    if chapter is not None and (isinstance(chapter, bool) or not isinstance(chapter, int) or not _chapter_ids(chapter)):
+        raise InvalidValueError(f"`chapter` must be a chapter with exercises (1 to 12), got {chapter!r}")
+    ok, why = isolation()
+    if not ok and not limits.unsafe:
+        raise SandboxUnavailable(f"no sandbox can be made for the grading kernels: {why}. Install bubblewrap, or "
+                                 f"pass --unsafe to grade without one, knowing that each notebook then runs with "
+                                 f"your user's rights")
     seed = new_seed() if seed is None else seed
+    fingerprint = preload()
     submissions = [load(p) for p in collect(paths)]
+    if roster is not None:
+        roster.apply(submissions)
     _name_learners(submissions)
-    grades = []
-    for sub in submissions:
+    if chapter is not None:
+        for sub in submissions:
+            _assign(sub, chapter)
+
+    def one(sub: Submission) -> NotebookGrade:
+        if sub.chapter_note and sub.chapter_note.startswith(WRONG_CHAPTER):
+            return NotebookGrade(str(sub.path), sub.learner, sub.chapter, WRONG_CHAPTER,
+                                 error=sub.chapter_note[len(WRONG_CHAPTER) + 2:], seed=seed, flags=tuple(sub.flags))
         try:
-            result = grade_submission(sub, limits, seed)
+            return grade_submission(sub, limits, seed)
         except Exception as err:  # noqa: BLE001 - a grader bug on one notebook leaves the others graded
-            result = NotebookGrade(str(sub.path), sub.learner, sub.chapter, FAILED,
-                                   error=f"internal error ({type(err).__name__}: {_one_line(err)})", seed=seed)
-        grades.append(result)
-        if on_graded:
-            on_graded(result)
-    return Gradebook(grades, seed, limits)
+            return NotebookGrade(str(sub.path), sub.learner, sub.chapter, FAILED,
+                                 error=f"internal error ({type(err).__name__}: {_one_line(err)})", seed=seed)
+
+    grades: list[NotebookGrade | None] = [None] * len(submissions)
+    if jobs == 1 or len(submissions) < 2:
+        for i, sub in enumerate(submissions):
+            grades[i] = one(sub)
+            if on_graded:
+                on_graded(grades[i])
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        context = multiprocessing.get_context("fork")  # workers inherit the answer keys imported and hashed above
+        with ProcessPoolExecutor(max_workers=min(jobs, len(submissions)), mp_context=context) as pool:
+            futures = {pool.submit(_grade_in_worker, sub, limits, seed): i for i, sub in enumerate(submissions)}
+            for future in as_completed(futures):
+                i = futures[future]
+                try:
+                    grades[i] = future.result()
+                except Exception as err:  # noqa: BLE001 - a worker that died costs only its own notebook
+                    sub = submissions[i]
+                    grades[i] = NotebookGrade(str(sub.path), sub.learner, sub.chapter, FAILED,
+                                              error=f"its grading process failed ({type(err).__name__}: "
+                                                    f"{_one_line(err)})", seed=seed)
+                if on_graded:
+                    on_graded(grades[i])
+    changed = fingerprint.changed()
+    return Gradebook(list(grades), seed, limits, roster=roster, tampered=tuple(changed))
+
+
+def _grade_in_worker(sub: Submission, limits: Limits, seed: int) -> NotebookGrade:
+    """One notebook graded in a worker process (``grade(..., jobs=N)``)."""
+    try:
+        return grade_submission(sub, limits, seed)
+    except Exception as err:  # noqa: BLE001
+        return NotebookGrade(str(sub.path), sub.learner, sub.chapter, FAILED,
+                             error=f"internal error ({type(err).__name__}: {_one_line(err)})", seed=seed)
+
+
+def _assign(sub: Submission, chapter: int) -> None:
+    """Hold `sub` to the assigned `chapter`: a notebook whose metadata or file name says another is refused."""
+    named = _chapter_from_name(sub.path)
+    claimed = {c for c in (sub.chapter, named) if c is not None}
+    others = sorted(c for c in claimed if c != chapter)
+    if others:
+        sub.chapter_note = (f"{WRONG_CHAPTER}: it is a chapter {others[0]} notebook (by its "
+                            f"{'file name' if others[0] == named else 'metadata'}), and chapter {chapter} was "
+                            f"assigned; it was neither run nor credited")
+        sub.chapter = others[0]
+    else:
+        sub.chapter = chapter
+        sub.chapter_note = None
+
+
+class _Fingerprint:
+    """SHA-256 of every file of the scalelib package (answer keys and grader included), taken before grading."""
+
+    def __init__(self):
+        self.root = Path(__file__).resolve().parents[1]
+        self.digests = self._digests()
+
+    def _digests(self) -> dict[str, str]:
+        import hashlib
+
+        out = {}
+        for path in sorted(self.root.rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            try:
+                out[str(path.relative_to(self.root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                out[str(path.relative_to(self.root))] = "unreadable"
+        return out
+
+    def changed(self) -> list[str]:
+        now = self._digests()
+        return sorted(k for k in set(now) | set(self.digests) if now.get(k) != self.digests.get(k))
+
+
+def preload() -> _Fingerprint:
+    """Import every answer key and grader module now (later edits to their files change nothing in this
+    process), and fingerprint the package's files."""
+    import importlib
+
+    for name in ("check", "record", "capstone", "jax_check", "sandbox"):
+        importlib.import_module(f"scalelib.course.{name}")
+    for chapter in range(1, 13):
+        _chapter_ids(chapter)
+    return _Fingerprint()
+
+
+@dataclass
+class Roster:
+    """Who handed in which notebook: file name -> learner, with the learner's other columns (Canvas's IDs).
+
+    Made by :func:`load_roster` from a CSV with the columns ``learner`` and ``notebook``
+    (a file name, matched with or without ``.ipynb``), and optionally Canvas's ``ID``,
+    ``SIS User ID``, ``SIS Login ID`` and ``Section``.
+    """
+
+    rows: dict[str, dict[str, str]]
+
+    def apply(self, subs: list[Submission]) -> None:
+        for sub in subs:
+            row = self.rows.get(sub.path.name.lower()) or self.rows.get(sub.path.stem.lower())
+            if row is None:
+                sub.flags.append(f"the file {sub.path.name!r} is not on the roster; graded as {sub.learner!r}")
+            else:
+                sub.learner = row["learner"]
+
+    def canvas(self, learner: str) -> dict[str, str]:
+        for row in self.rows.values():
+            if row["learner"] == learner:
+                return row
+        return {}
+
+
+_CANVAS_COLUMNS = ("ID", "SIS User ID", "SIS Login ID", "Section")
+
+
+def load_roster(path) -> Roster:
+    """Read a roster CSV (see :class:`Roster`).
+
+    Raises:
+        InvalidValueError: no such file, a missing ``learner`` or ``notebook`` column, or a file listed twice.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise InvalidValueError(f"`roster`: cannot read {str(path)!r} ({err.strerror or err})") from None
+    reader = csv.DictReader(io.StringIO(text))
+    fields = {(f or "").strip().lower(): f for f in (reader.fieldnames or [])}
+    if "learner" not in fields or "notebook" not in fields:
+        raise InvalidValueError(f"`roster` {str(path)!r} needs the columns 'learner' and 'notebook', got "
+                                f"{list(reader.fieldnames or [])}")
+    rows: dict[str, dict[str, str]] = {}
+    for n, raw in enumerate(reader, start=2):
+        learner = " ".join((raw.get(fields["learner"]) or "").split())[:100]
+        notebook = (raw.get(fields["notebook"]) or "").strip()
+        if not learner or not notebook:
+            raise InvalidValueError(f"`roster` {str(path)!r} line {n}: a learner and a notebook are both needed")
+        key = Path(notebook).name.lower()
+        if key in rows:
+            raise InvalidValueError(f"`roster` {str(path)!r} line {n}: the notebook {notebook!r} is listed twice")
+        row = {"learner": learner}
+        for column in _CANVAS_COLUMNS:
+            if column.lower() in fields:
+                row[column] = (raw.get(fields[column.lower()]) or "").strip()
+        rows[key] = row
+    return Roster(rows)
 
 
 def _name_learners(subs: list[Submission]) -> None:
-    """Learners named by file stem alone get their folder too when stems repeat (one row each, told apart)."""
-    counts: dict[str, int] = {}
+    """A learner named by two or more submissions is reported on each of them; nobody's row is renamed."""
+    claims: dict[str, list[Submission]] = {}
     for s in subs:
-        counts[s.learner] = counts.get(s.learner, 0) + 1
-    for s in subs:
-        if counts[s.learner] > 1 and s.learner == s.path.stem and s.path.parent.name:
-            s.learner = f"{s.path.parent.name}/{s.path.stem}"
+        claims.setdefault(s.learner.casefold(), []).append(s)
+    for group in claims.values():
+        if len(group) > 1:
+            for s in group:
+                others = ", ".join(str(o.path) for o in group if o is not s)
+                s.flags.append(f"the learner {s.learner!r} is also claimed by {others}")

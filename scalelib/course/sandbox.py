@@ -24,15 +24,35 @@ out of reach of ``import`` (no other copy of scalelib on the path, no editable-i
 finder, a finder that refuses ``scalelib.course.answer_key``), caps the bytes of
 output the kernel sends, then starts ipykernel.
 
-What this does not do: it is not a file-system sandbox. The kernel runs as the
-grader's user and can read (and write) whatever that user can. Run hostile
-submissions inside a container (see the book's page for instructors).
+Isolation (Linux, :func:`isolation`): the kernel runs inside a bubblewrap (``bwrap``)
+sandbox of Linux namespaces: its own PID namespace (it sees and can signal only its
+own processes, never the grader or another kernel), no network, a file system made of
+read-only ``/usr``, the Python installation and its virtual environment (with any
+editable-install finder or ``direct_url.json`` that points at the course's checkout
+masked, and any installed copy of scalelib hidden), the grading copy of scalelib
+(read-only, no answer key) and two writable folders of its own (``home/`` and the
+folder of its connection file); no checkout, no home folder of the grader, no
+gradebook folder, no ``/proc`` of other processes. When the grader runs as root, the
+kernel runs as ``nobody`` (uid 65534) with no capabilities; its memory and number of
+processes are then limited for all its processes together by a cgroup where one can
+be made. Otherwise the limits are per process (``RLIMIT_AS``, ``RLIMIT_NPROC``,
+``RLIMIT_CPU``, ``RLIMIT_FSIZE``). Where no sandbox can be made, :class:`Sandbox`
+refuses (:class:`SandboxUnavailable`) unless it is built with ``unsafe=True``.
+
+What it does not protect against: a flaw in the Linux kernel or in bubblewrap
+itself; reading what the Python installation holds (it is shared, read-only); and
+using the machine's CPU time up to the limits given.
 """
 
 from __future__ import annotations
 
+import functools
+import glob
 import json
+import math
 import os
+import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -41,6 +61,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .._errors import ScalelibError
 from .record import ANSWER_MIME, CALLS_MIME
 
 #: The kernelspec name written into each sandbox.
@@ -55,6 +76,177 @@ MAX_RECORD_BYTES = 8 * 2**20
 MAX_ERROR_BYTES = 64 * 2**10
 
 _PR_SET_CHILD_SUBREAPER = 36
+#: The unprivileged user a kernel runs as when the grader is root (Debian's ``nobody``).
+NOBODY = 65534
+#: Most processes (and threads) one kernel may run at once.
+MAX_PROCESSES = 512
+#: Largest file a kernel may write (B).
+MAX_FILE_BYTES = 256 * 2**20
+
+
+class SandboxUnavailable(ScalelibError, RuntimeError):
+    """No namespace sandbox can be made on this machine (the message says why and what to do)."""
+
+
+@functools.lru_cache(maxsize=None)
+def isolation() -> tuple[bool, str]:
+    """Whether a kernel can be run in a bubblewrap sandbox here, and how (or why not).
+
+    Tried once per process: ``bwrap`` runs ``true`` in fresh PID, network, IPC and UTS
+    namespaces (as ``nobody`` when this process is root).
+    """
+    if not sys.platform.startswith("linux"):
+        return False, "bubblewrap sandboxes need Linux"
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        return False, ("bubblewrap is not installed (Debian/Ubuntu: `apt-get install bubblewrap`; the course's "
+                       "`make browser` target installs it)")
+    argv = [bwrap, *_namespace_args(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    argv += _drop_privileges() + ["/bin/true"]
+    try:
+        result = subprocess.run(argv, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return False, f"bubblewrap could not run: {err}"
+    if result.returncode != 0:
+        why = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        return False, (f"bubblewrap cannot make namespaces here ({why[-1] if why else result.returncode}); "
+                       f"unprivileged user namespaces may be switched off")
+    who = f"as uid {NOBODY} (nobody)" if os.geteuid() == 0 else f"as uid {os.geteuid()}"
+    return True, f"bubblewrap {bwrap}: private PID, network, IPC and mount namespaces, {who}"
+
+
+def _namespace_args() -> list[str]:
+    """bwrap's namespace options: a user namespace too unless root (root makes them without one)."""
+    base = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session"]
+    return base if os.geteuid() == 0 else ["--unshare-user", "--cap-drop", "ALL", *base]
+
+
+def _drop_privileges() -> list[str]:
+    """The command prefix that makes a root sandbox's process ``nobody`` with no capabilities."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--bounding-set=-all",
+            "--inh-caps=-all", "--no-new-privs", "--"]
+
+
+def _site_masks(prefix: Path) -> list[str]:
+    """bwrap options hiding, inside `prefix`, whatever leads to the course's checkout or an installed scalelib."""
+    args: list[str] = []
+    for site in glob.glob(str(prefix / "lib" / "python*" / "site-packages")):
+        for pattern in ("__editable__*", "*.egg-link", "scalelib*.dist-info/direct_url.json",
+                        "scalelib*.dist-info/RECORD", "scalelib*.egg-info/SOURCES.txt"):
+            for path in glob.glob(os.path.join(site, pattern)):
+                if os.path.isfile(path) and path not in args:
+                    args += ["--ro-bind", "/dev/null", path]
+        for pth in glob.glob(os.path.join(site, "*.pth")):
+            try:
+                text = Path(pth).read_text(errors="replace")
+            except OSError:
+                continue
+            if ("scalelib" in text or str(Path(__file__).resolve().parents[2]) in text) and pth not in args:
+                args += ["--ro-bind", "/dev/null", pth]
+        installed = os.path.join(site, "scalelib")
+        if os.path.isdir(installed):
+            args += ["--tmpfs", installed]
+    return args
+
+
+class _Cgroup:
+    """A memory and process-count cgroup for one kernel (v2, or v1's memory and pids hierarchies), if one can be made."""
+
+    def __init__(self, memory_bytes: int | None):
+        self.dirs: list[Path] = []
+        self.memory_dir: Path | None = None
+        self.version = 0
+        if os.geteuid() != 0:
+            return
+        name = "scalelib-grade-" + secrets.token_hex(6)
+        try:
+            self._make(name, memory_bytes)
+        except OSError:
+            self.remove()
+            self.dirs, self.memory_dir, self.version = [], None, 0
+
+    @staticmethod
+    def _own(controller: str) -> str:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controller in controllers.split(","):
+                return path
+        return "/"
+
+    def _make(self, name: str, memory_bytes: int | None) -> None:
+        v2 = Path("/sys/fs/cgroup")
+        if (v2 / "cgroup.controllers").exists() and "memory" in (v2 / "cgroup.controllers").read_text().split():
+            own = Path("/proc/self/cgroup").read_text().splitlines()[0].split(":", 2)[2].lstrip("/")
+            folder = v2 / own / name
+            folder.mkdir()
+            self.dirs.append(folder)
+            if memory_bytes:
+                (folder / "memory.max").write_text(str(memory_bytes))
+                if (folder / "memory.swap.max").exists():
+                    (folder / "memory.swap.max").write_text("0")
+            (folder / "pids.max").write_text(str(MAX_PROCESSES))
+            self.memory_dir, self.version = folder, 2
+            return
+        memory, pids = v2 / "memory", v2 / "pids"
+        if not (memory / "cgroup.procs").exists():
+            return
+        folder = memory / self._own("memory").lstrip("/") / name
+        folder.mkdir()
+        self.dirs.append(folder)
+        if memory_bytes:
+            (folder / "memory.limit_in_bytes").write_text(str(memory_bytes))
+            swap = folder / "memory.memsw.limit_in_bytes"
+            if swap.exists():
+                try:
+                    swap.write_text(str(memory_bytes))
+                except OSError:
+                    pass
+        self.memory_dir, self.version = folder, 1
+        if (pids / "cgroup.procs").exists():
+            folder = pids / self._own("pids").lstrip("/") / name
+            folder.mkdir()
+            self.dirs.append(folder)
+            (folder / "pids.max").write_text(str(MAX_PROCESSES))
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs]
+
+    def members(self) -> set[int]:
+        pids: set[int] = set()
+        for d in self.dirs:
+            try:
+                pids.update(int(x) for x in (d / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                pass
+        return pids
+
+    def memory_exhausted(self) -> bool:
+        """Whether the kernel's processes reached the memory limit (an allocation refused or a process killed)."""
+        if self.memory_dir is None:
+            return False
+        try:
+            if self.version == 2:
+                events = dict(line.split() for line in (self.memory_dir / "memory.events").read_text().splitlines())
+                return int(events.get("oom_kill", 0)) > 0 or int(events.get("max", 0)) > 0
+            return int((self.memory_dir / "memory.failcnt").read_text()) > 0
+        except (OSError, ValueError):
+            return False
+
+    def remove(self) -> None:
+        for d in reversed(self.dirs):
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
 
 
 # ---------------------------------------------------------------------------
@@ -110,41 +302,119 @@ def _session_members(sid: int) -> list[int]:
 
 
 class Sandbox:
-    """One submission's temporary folder, kernel environment and clean-up (a context manager).
+    """One submission's temporary folder, kernel environment, namespace sandbox and clean-up (a context manager).
 
     Args:
-        memory_bytes: the kernel's address-space limit (``RLIMIT_AS``), or None.
+        memory_bytes: the kernel's memory limit (a cgroup's over all its processes where
+            one can be made, and ``RLIMIT_AS`` per process), or None.
         max_output_bytes: the most bytes of output the kernel sends.
+        cpu_seconds: the CPU time each of the kernel's processes may use (``RLIMIT_CPU``), or None.
+        unsafe: run the kernel without a namespace sandbox where none can be made
+            (it then sees what the grader's user sees); otherwise :class:`SandboxUnavailable`.
+
+    Raises:
+        SandboxUnavailable: no sandbox can be made here and `unsafe` is false.
     """
 
-    def __init__(self, memory_bytes: int | None, max_output_bytes: int):
+    def __init__(self, memory_bytes: int | None, max_output_bytes: int, *, cpu_seconds: float | None = None,
+                 unsafe: bool = False):
         self.memory_bytes = memory_bytes
         self.max_output_bytes = max_output_bytes
+        self.cpu_seconds = cpu_seconds
+        self.unsafe = unsafe
+        self.isolated = False
         self.root: Path | None = None
         self.kernel_pid: int | None = None
         self.leftovers_killed = 0
+        self.cgroup: _Cgroup | None = None
+        self._process = None
         self._before: set[int] = set()
+        self._own: set[int] = set()
         self._reaping = False
         self._log = None
 
     # -- set-up ---------------------------------------------------------------
     def __enter__(self) -> "Sandbox":
+        ok, why = isolation()
+        if not ok and not self.unsafe:
+            raise SandboxUnavailable(f"no sandbox can be made for the grading kernels: {why}. Install bubblewrap, "
+                                     f"or pass --unsafe (unsafe=True) to grade without one, knowing that each "
+                                     f"notebook then runs with your user's rights")
+        self.isolated = ok
         self.root = Path(tempfile.mkdtemp(prefix="scalelib-grade-"))
-        os.chmod(self.root, 0o700)
+        os.chmod(self.root, 0o755 if ok else 0o700)
         self.home.mkdir()
         (self.home / "tmp").mkdir()
+        self.conn.mkdir()
         package_copy(self.lib)
+        if ok and os.geteuid() == 0:
+            for folder in (self.home, self.home / "tmp", self.conn):
+                os.chown(folder, NOBODY, NOBODY)
         spec = self.root / "kernels" / KERNEL_NAME
         spec.mkdir(parents=True)
         argv = [sys.executable, "-m", "scalelib.course.sandbox", "--lib", str(self.lib),
                 "--max-output", str(int(self.max_output_bytes))]
         if self.memory_bytes:
             argv += ["--memory", str(int(self.memory_bytes))]
+        if self.cpu_seconds:
+            argv += ["--cpu", str(int(math.ceil(self.cpu_seconds)))]
+        if ok:
+            self.cgroup = _Cgroup(self.memory_bytes)
+            argv = self._wrapped(argv)
         (spec / "kernel.json").write_text(json.dumps({
             "argv": argv + ["-f", "{connection_file}"],
             "display_name": "scalelib grading", "language": "python",
         }, indent=1))
         return self
+
+    def _wrapped(self, argv: list[str]) -> list[str]:
+        """`argv` run inside bubblewrap (joined to the cgroup and the connection file handed over first)."""
+        made: set[str] = {"/", "/usr", "/tmp", "/proc", "/dev", "/etc"}
+        args = ["bwrap", *_namespace_args(), "--ro-bind", "/usr", "/usr"]
+        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(top):
+                args += ["--symlink", os.readlink(top), top]
+            elif os.path.isdir(top):
+                args += ["--ro-bind", top, top]
+            made.add(top)
+        for f in ("/etc/passwd", "/etc/group", "/etc/ld.so.cache", "/etc/localtime", "/etc/fonts",
+                  "/etc/nsswitch.conf"):
+            args += ["--ro-bind-try", f, f]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+        def parents(path: str) -> list[str]:
+            out, parts = [], Path(path).parts
+            for i in range(2, len(parts)):
+                folder = str(Path(*parts[:i]))
+                if folder not in made:
+                    made.add(folder)
+                    out += ["--perms", "0755", "--dir", folder]
+            return out
+
+        def covered(path: str) -> bool:
+            return any(path == m or path.startswith(m.rstrip("/") + "/") for m in bound)
+
+        bound: list[str] = ["/usr"]
+        prefixes = [os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), sys.prefix,
+                    str(Path(os.path.realpath(sys.executable)).parents[1])]
+        for prefix in prefixes:
+            if os.path.isdir(prefix) and not covered(prefix):
+                args += parents(prefix) + ["--ro-bind", prefix, prefix]
+                bound.append(prefix)
+        for prefix in {sys.prefix, os.path.realpath(sys.prefix)}:
+            args += _site_masks(Path(prefix))
+        for folder, how in ((self.lib, "--ro-bind"), (self.home, "--bind"), (self.conn, "--bind")):
+            args += parents(str(folder)) + [how, str(folder), str(folder)]
+        args += ["--chdir", str(self.home), *_drop_privileges()]
+        setup = []
+        for procs in (self.cgroup.procs_files if self.cgroup else []):
+            setup.append(f"echo $$ > {shlex.quote(procs)}")
+        if os.geteuid() == 0:
+            setup.append(f"chown {NOBODY}:{NOBODY} {shlex.quote(str(self.conn / 'kernel.json'))}")
+        args[0] = shutil.which("bwrap") or "bwrap"
+        if not setup:
+            return args + argv
+        return ["/bin/sh", "-c", "set -e; " + "; ".join(setup) + '; exec "$@"', "sh", *args, *argv]
 
     @property
     def home(self) -> Path:
@@ -153,6 +423,11 @@ class Sandbox:
     @property
     def lib(self) -> Path:
         return self.root / "lib"
+
+    @property
+    def conn(self) -> Path:
+        """The folder of the kernel's connection file and IPC sockets (writable by the kernel)."""
+        return self.root / "conn"
 
     @property
     def log_path(self) -> Path:
@@ -187,7 +462,9 @@ class Sandbox:
         specs = KernelSpecManager(kernel_dirs=[str(self.root / "kernels")], ensure_native_kernel=False)
         transport = "ipc" if os.name == "posix" else "tcp"
         km = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs, transport=transport,
-                                connection_file=str(self.root / "kernel.json"))
+                                connection_file=str(self.conn / "kernel.json"))
+        if transport == "ipc":
+            km.ip = str(self.conn / "ipc")
         limit = int(max(self.max_output_bytes, MAX_RECORD_BYTES) + 2**20)
         km.client_factory = type("CappedClient", (_capped_client_class(),), {"max_frame_bytes": limit})
         return km
@@ -206,7 +483,45 @@ class Sandbox:
     def kernel_started(self, km) -> None:
         """Note the kernel's pid (its session id too) once `km` has started it."""
         process = getattr(getattr(km, "provisioner", None), "process", None)
+        self._process = process
         self.kernel_pid = getattr(process, "pid", None)
+
+    def note_kernel_tree(self) -> None:
+        """Note the processes the running kernel is made of (the sandbox's launcher, its init and the kernel),
+        so that only what the notebook started is counted as left behind."""
+        self._own = {self.kernel_pid} if self.kernel_pid else set()
+        try:
+            import psutil
+
+            self._own.update(p.pid for p in psutil.Process(self.kernel_pid).children(recursive=True))
+        except Exception:  # noqa: BLE001 - no psutil, or the kernel is gone
+            pass
+
+    def death(self) -> str:
+        """What ended the kernel, as far as the grader can tell (for a report: "it reached ...")."""
+        if self.cgroup and self.cgroup.memory_exhausted():
+            return f"it reached its memory limit of {_binary(self.memory_bytes)}"
+        code = None
+        if self._process is not None:
+            for _ in range(50):
+                code = self._process.poll()
+                if code is not None:
+                    break
+                time.sleep(0.02)
+        log = self.kernel_log(4000)
+        if "MemoryError" in log or "std::bad_alloc" in log:
+            return f"it ran out of memory (a limit of {_binary(self.memory_bytes)} applies)" if self.memory_bytes \
+                else "it ran out of memory"
+        if code is None:
+            return "it stopped answering"
+        if code < 0 or code > 128:
+            number = -code if code < 0 else code - 128
+            try:
+                name = signal.Signals(number).name
+            except ValueError:
+                name = f"signal {number}"
+            return f"it was killed by {name}"
+        return f"it exited with status {code}"
 
     def kernel_log(self, limit: int = 2000) -> str:
         """The last `limit` characters the kernel wrote to its stdout and stderr."""
@@ -231,6 +546,8 @@ class Sandbox:
                 except OSError:
                     pass
             pids.update(_descendants() - self._before)
+            if self.cgroup:
+                pids.update(self.cgroup.members())
             pids.discard(os.getpid())
             if not pids:
                 break
@@ -241,9 +558,8 @@ class Sandbox:
                 except OSError:
                     pass
             _reap(pids)
-        if self.kernel_pid in killed:
-            killed.discard(self.kernel_pid)
-        return len(killed)
+        killed.discard(self.kernel_pid)
+        return len(killed - self._own)
 
     def __exit__(self, *exc) -> None:
         try:
@@ -253,8 +569,16 @@ class Sandbox:
                 _set_subreaper(False)
             if self._log:
                 self._log.close()
+            if self.cgroup:
+                self.cgroup.remove()
             if self.root is not None:
                 shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _binary(n) -> str:
+    from .._units import fmt
+
+    return fmt(n, "B", binary=True)
 
 
 def _descendants() -> set[int]:
@@ -424,15 +748,24 @@ def main(argv=None) -> None:
     parser.add_argument("--lib", required=True)
     parser.add_argument("--memory", type=int, default=0)
     parser.add_argument("--max-output", type=int, required=True)
+    parser.add_argument("--cpu", type=int, default=0)
     args, rest = parser.parse_known_args(argv)
     try:
         import resource
 
         if args.memory:
             resource.setrlimit(resource.RLIMIT_AS, (args.memory, args.memory))
+        if args.cpu:
+            resource.setrlimit(resource.RLIMIT_CPU, (args.cpu, args.cpu + 5))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+        if os.geteuid() != 0:
+            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
     except (ImportError, ValueError, OSError) as err:
         print(f"scalelib sandbox: could not set limits: {err}", file=sys.stderr)
+    # Inside its PID namespace the kernel's parent is the sandbox's init (pid 1), never the grader: ipykernel
+    # must not take that for an orphaned kernel (the grader kills the whole namespace when it is done).
+    os.environ.pop("JPY_PARENT_PID", None)
     _isolate_imports(args.lib)
     _cap_output(args.max_output)
     from ipykernel.kernelapp import launch_new_instance
