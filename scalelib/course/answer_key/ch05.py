@@ -404,3 +404,42 @@ register(Exercise(
     unit="",
     rtol=0.02,
 ))
+
+
+# 5.12 ------------------------------------------------------------------------
+
+_5_12 = dict(model="llama-3.1-405b", T=131072)
+
+
+def _ring_chips(both_ways: bool = False, grouped: bool = True) -> Derivation:
+    """Reference for 5.12: the most chips Z with T/Z > t_min = 2·α·K/N, each ring step's K/V transfer hidden."""
+    m, chip = model(_5_12["model"]), tpu_pod("tpu-v5p").spec
+    C, W = chip.bf16_flops_per_s, chip.ici_link_bytes_per_s_bidirectional
+    K = m.K if grouped else m.N
+    factor = 1 if both_ways else 2
+    T = _5_12["T"]
+    per_chip = Derivation("t_min", f"{factor}·(C / W)·K / N" if factor > 1 else "(C / W)·K / N",
+                          f"{factor}·({q(C, 'FLOP/s')} / {q(W, 'B/s')})·{K} / {m.N}", factor * C / W * K / m.N,
+                          "tokens")
+    d = Derivation("Z_max", "⌈T / t_min⌉ − 1", f"⌈{q(T)} / {q(per_chip.value)}⌉ − 1",
+                   float(math.ceil(T / per_chip.value) - 1), "chips", (per_chip,))
+    return define(d, {"C, W": "a v5p's bf16 FLOP/s and one ICI axis's bandwidth, both directions",
+                      "K, N": f"{_5_12['model']}'s key/value and query heads",
+                      "T": "tokens in the sequence, of which each chip must keep more than t_min"})
+
+
+register(Exercise(
+    id="5.12",
+    title="How many v5p chips ring attention can spread a 128k-token sequence over",
+    reference=_ring_chips,
+    unit="chips",
+    integer=True,
+    rtol=0.001,
+    involves=frozenset({"bandwidth"}),
+    mistakes={
+        slip(_ring_chips(both_ways=True), _ring_chips()):
+            "that sends each K/V block at the axis's full bandwidth; a ring passes it one way, at half of it",
+        slip(_ring_chips(grouped=False), _ring_chips()):
+            "that counts as many key/value heads as query heads; grouped-query attention sends only K of them",
+    },
+))
