@@ -17,7 +17,7 @@ import numpy as np
 
 from ..check import Exercise, register
 from ._tools import define, slip
-from ..._collectives import allgather_time_s, reducescatter_time_s
+from ..._collectives import allgather_time_s, alltoall_time_s, reducescatter_time_s
 from ..._derivation import Derivation, explain, q
 from ..._errors import InvalidValueError
 from ..._matmul_plan import plan_matmul, plan_reshard
@@ -894,4 +894,57 @@ register(Exercise(
     ),
     formula="T = max(T_hop · hops, bandwidth term): round a ring with wraparound (n = 16 on v5e) n/2 hops and "
             "V / W_bidirectional; along a line n − 1 hops and (n − 1)/n · V / W_one-way; T_hop ≈ 1 µs",
+))
+
+
+# 3.20 ------------------------------------------------------------------------
+
+_V5P_16x8x8 = tpu_slice((16, 8, 8), "tpu-v5p")            # every axis a ring: whole 4x4x4 cubes
+_3_20 = dict(T=2**20, D=7168, dtype="bf16")
+_3_20_V = _3_20["T"] * _3_20["D"] * bytes_per_value(_3_20["dtype"])
+
+
+def _3_20_time(cut_axis="X", links_per_ring=2, per_direction="one-way", crossing=1 / 4) -> float:
+    """An AllToAll's bandwidth-bound time by the cut: `crossing` · V bytes each way over the links that cross a
+    cut across `cut_axis` (links_per_ring per ring along it), each carrying one direction's bandwidth (or, as a
+    slip, both)."""
+    N = _V5P_16x8x8.num_chips
+    links = links_per_ring * N // _V5P_16x8x8.mesh[cut_axis]
+    W = (_V5P_16x8x8.spec.ici_link_bytes_per_s_one_way if per_direction == "one-way"
+         else _V5P_16x8x8.spec.ici_link_bytes_per_s_bidirectional)
+    return crossing * _3_20_V / (links * W)
+
+
+def _3_20_reference() -> Derivation:
+    """Reference for 3.20: the AllToAll over the whole slice, the book's V · max(n) / (4 · N · W)."""
+    derivation = explain(alltoall_time_s, _3_20_V, _V5P_16x8x8, axes="XYZ")
+    assert abs(derivation.value / _3_20_time() - 1) < 1e-12    # the cut across X, counted link by link
+    return derivation
+
+
+register(Exercise(
+    id="3.20",
+    title="An AllToAll over a whole TPU v5p slice, by the cut",
+    reference=_3_20_reference,
+    unit="s",
+    involves=frozenset(),
+    mistakes={
+        slip(_3_20_time(cut_axis="Y"), _3_20_time()):
+            "either the cut runs across a shorter axis (the one that binds runs across the longest axis, which "
+            "the fewest links cross) or each crossing link was given both directions' bandwidth (each direction "
+            "of a link carries only the traffic going that way)",
+        slip(_3_20_time(links_per_ring=1), _3_20_time()):
+            "either the cut crosses each ring only once (a plane across a ring with wraparound cuts it twice, "
+            "in the middle and at the wraparound) or too many bytes cross it (each chip sends the other half "
+            "only half of its data)",
+        slip(_3_20_time(crossing=1), _3_20_time()):
+            "not all of the array crosses the cut: each chip keeps what is bound for its own half, and each "
+            "direction carries only what one half sends the other",
+        slip(alltoall_time_s(_3_20_V, _V5P_16x8x8, axes="X"), _3_20_time()):
+            "that is the AllToAll round a single ring; over the whole slice the cut crosses every ring that "
+            "runs along the axis it cuts",
+        slip(allgather_time_s(_3_20_V, _V5P_16x8x8, axes="XYZ"), _3_20_time()):
+            "that is an AllGather over the three axes: in an AllToAll each piece goes only to its own "
+            "destination, so much less crosses the slice",
+    },
 ))
