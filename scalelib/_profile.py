@@ -851,7 +851,7 @@ def plot_trace(trace, *, ax=None, min_duration_s=1e-6):
     depths = _depths(events)
     rows = {t: i for i, t in enumerate(dict.fromkeys(e.thread for e in events))}
     levels = {t: 1 + max((d for e, d in zip(events, depths) if e.thread == t), default=0) for t in rows}
-    ax = _axes(ax, figsize=(9, 1.2 + 0.9 * max(len(rows), 1)))
+    ax = _axes(ax, figsize=(7.5, 1.9 + 0.9 * max(len(rows), 1)))   # the legend goes below: legible at a page's width
     window = max((e.end_s for e in events), default=0.0) - min((e.start_s for e in events), default=0.0)
     colors = {}
     palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
@@ -864,9 +864,9 @@ def plot_trace(trace, *, ax=None, min_duration_s=1e-6):
             color = "#c7c7c7"
         ax.broken_barh([(e.start_s * 1e3, e.duration_s * 1e3)], (y, height * 0.92), facecolors=color,
                        edgecolors="none")
-        if e.hlo_op and e.duration_s > 0.013 * len(e.hlo_op) * window:  # name the XLA ops wide enough for it
+        if e.hlo_op and e.duration_s > 0.0135 * len(e.hlo_op) * window:  # name the XLA ops wide enough for it
             ax.text((e.start_s + e.duration_s / 2) * 1e3, y + height * 0.46, e.hlo_op, ha="center", va="center",
-                    fontsize=7, color="white", clip_on=True)
+                    fontsize=9, color="white", clip_on=True)
     for op, color in colors.items():
         ax.plot([], [], color=color, linewidth=6, label=f"XLA op: {op}")
     if not colors:
@@ -879,7 +879,8 @@ def plot_trace(trace, *, ax=None, min_duration_s=1e-6):
     ax.set_ylabel("thread")
     ax.set_title(f"JAX profiler trace: {len(trace.xla_ops)} XLA op spans over {fmt(trace.duration_s, 's')}")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False,
+              borderaxespad=0)
     ax.figure.tight_layout()
     return ax
 
@@ -1015,14 +1016,14 @@ def prediction_table(checks):
         checks: results of :func:`compare_with_roofline`.
 
     Returns:
-        the table as Markdown text (str).
+        the table as Markdown text (str); its last column, ``ratio``, is measured / predicted.
 
     Chapter:
         9 (Profiling)
 
     Example:
         >>> print(prediction_table([]))
-        | operation | FLOPs | bytes | intensity | bound | predicted | measured | measured / predicted |
+        | operation | FLOPs | bytes | intensity | bound | predicted | measured | ratio |
         |---|---|---|---|---|---|---|---|
     """
     if isinstance(checks, RooflineCheck):
@@ -1033,7 +1034,7 @@ def prediction_table(checks):
     for c in checks:
         if not isinstance(c, RooflineCheck):
             raise InvalidValueError(f"`checks` must hold compare_with_roofline results, got {shown(c)}")
-    rows = ["| operation | FLOPs | bytes | intensity | bound | predicted | measured | measured / predicted |",
+    rows = ["| operation | FLOPs | bytes | intensity | bound | predicted | measured | ratio |",
             "|---|---|---|---|---|---|---|---|"]
     for c in checks:
         rows.append(f"| {c.name} | {fmt(c.cost.flops, 'FLOP')} | {fmt(c.cost.bytes_accessed, 'B')} "
