@@ -66,3 +66,13 @@ def test_the_traces_legend_and_op_names_are_at_least_9_pt_and_the_legend_sits_be
 def test_the_prediction_tables_last_column_is_the_ratio():
     assert sl.prediction_table([]).splitlines()[0] == (
         "| operation | FLOPs | bytes | intensity | bound | predicted | measured | ratio |")
+
+
+def test_exercise_9_8s_reference_is_what_xla_plans_for_its_block():
+    from scalelib.course.answer_key import ch09
+
+    b, d, f = ch09._9_8.values()
+    shapes = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((b, d), (d, f), (f, d))]
+    plan = jax.jit(block).lower(*shapes).compile().memory_analysis()
+    planned = plan.argument_size_in_bytes + plan.output_size_in_bytes + plan.temp_size_in_bytes
+    assert planned == ch09._9_8_REF

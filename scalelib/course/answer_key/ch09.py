@@ -328,3 +328,46 @@ register(Exercise(
     },
     book=("Q1",),
 ))
+
+
+# 9.8 -------------------------------------------------------------------------
+
+#: The residual block of the chapter's memory profile, y = x + gelu(norm(x) @ W1) @ W2 in f32, on new sizes.
+_9_8 = dict(B=640, D=1280, F=5120)
+
+
+def _planned_bytes(*, temporaries: bool = True, in_place: bool = True) -> Derivation:
+    """Reference for 9.8: arguments + output + temporaries of the block, as XLA plans its buffers."""
+    B, D, F = _9_8.values()
+    v = bytes_per_value("f32")
+    args = Derivation("arguments", "v·(B·D + 2·D·F)", f"{int(v)}·({B}·{D} + 2·{D}·{F})", v * (B * D + 2 * D * F), "B")
+    out = Derivation("output", "v·B·D", f"{int(v)}·{B}·{D}", v * B * D, "B")
+    hidden = (1 if in_place else 2) * temporaries
+    temp = Derivation("temporaries", "v·B·F" if in_place else "2·v·B·F", f"{hidden}·{int(v)}·{B}·{F}" if hidden != 1
+                      else f"{int(v)}·{B}·{F}", hidden * v * B * F, "B")
+    total = Derivation("bytes planned", "arguments + output + temporaries",
+                       f"{q(args.value, 'B')} + {q(out.value, 'B')} + {q(temp.value, 'B')}",
+                       args.value + out.value + temp.value, "B", (args, out, temp))
+    return define(total, {"B, D, F": "tokens, the model width and the hidden width: x is [B, D], W1 [D, F], W2 [F, D]",
+                          "v": "bytes per f32 value",
+                          "temporaries": "the hidden [B, F] activation, held between the two matmuls; the "
+                                         "normalised x and the second matmul's result fit in the output's buffer, "
+                                         "and GELU overwrites its input in place"})
+
+
+_9_8_REF = _planned_bytes().value
+
+register(Exercise(
+    id="9.8",
+    title="The memory a compiled residual block plans for",
+    reference=_planned_bytes,
+    unit="B",
+    integer=True,
+    mistakes={
+        slip(_planned_bytes(temporaries=False), _9_8_REF):
+            "that leaves the temporaries out: the hidden [B, F] activation must be held between the two matmuls",
+        slip(_planned_bytes(in_place=False), _9_8_REF):
+            "that gives GELU a buffer of its own; its loop fusion reads each element once and can write the "
+            "result over its input, so one [B, F] buffer serves both",
+    },
+))
