@@ -19,6 +19,8 @@ from ..._derivation import Derivation, explain, q
 from ..._einsum import einsum_flops
 from ..._models import ModelSpec, model
 from ..._specs import chip
+from ..._topology import tpu_slice
+from ..._training import ParallelPlan, training_memory_bytes
 from ..._roofline import critical_intensity, matmul_flops
 from ..._transformer import (
     param_bytes,
@@ -620,5 +622,48 @@ register(Exercise(
         slip(_state_chips(grad_dtype=None), _state_chips()):
             "either you left out the gradients (they stay in memory until the optimizer has used them) or you "
             "kept one optimizer value per parameter (Adam keeps two, the first and second moments)",
+    },
+))
+
+
+# 4.17 ------------------------------------------------------------------------
+
+_4_17 = dict(model="llama-3-8b", tokens=2**21, T=8192)
+
+
+def _kept_bytes(remat: str = "dot_product", spec: ModelSpec | None = None) -> float:
+    """Activation bytes a step keeps under `remat`: training_memory_bytes on one chip, less the training state."""
+    spec = model(_4_17["model"]) if spec is None else spec
+    total = training_memory_bytes(spec, _4_17["tokens"], ParallelPlan(remat=remat), tpu_slice((1, 1, 1), "tpu-v5p"),
+                                  seq_len=_4_17["T"])
+    return total - training_state_bytes(spec)
+
+
+def _kept() -> Derivation:
+    """Reference for 4.17: the seven big matmuls' outputs, 2 bytes a value, for every token and layer."""
+    m = model(_4_17["model"])
+    by_hand = 2 * ((m.N + 2 * m.K) * m.H + 2 * m.D + 2 * m.F) * _4_17["tokens"] * m.L
+    assert abs(by_hand / _kept_bytes() - 1) < 1e-9
+    d = Derivation("activations", "2·((N + 2·K)·H + 2·D + 2·F)·tokens·L",
+                   f"2·(({m.N} + 2·{m.K})·{m.H} + 2·{m.D} + 2·{m.F})·{_4_17['tokens']}·{m.L}", _kept_bytes(), "B",
+                   where=("(N + 2·K)·H: Q, K and V; 2·D: the outputs of the attention's output projection and of the "
+                          "MLP; 2·F: the MLP's two input matmuls; 2: bytes per bf16 value",))
+    return _letters(d)
+
+
+register(Exercise(
+    id="4.17",
+    title="The activations LLaMA-3-8B keeps when it saves only the seven big matmuls",
+    reference=_kept,
+    unit="B",
+    mistakes={
+        slip(_kept_bytes("none"), _kept()):
+            "that keeps every activation of the layer (the norms' inputs and outputs, attention's output, the gated "
+            "product); the question keeps only the outputs of the seven big matmuls",
+        slip(2 * 7 * model(_4_17["model"]).D * _4_17["tokens"] * model(_4_17["model"]).L, _kept()):
+            "you gave each of the seven outputs the width D; the MLP's two input matmuls give F values per token, "
+            "and K and V have only the key/value heads",
+        slip(_kept_bytes(spec=model(_4_17["model"]).derive("variant", K=model(_4_17["model"]).N)), _kept()):
+            "you gave K and V as many heads as Q; this model has fewer key/value heads",
     },
 ))
