@@ -56,7 +56,7 @@ def test_a_changed_docstring_makes_the_pages_stale(tmp_path, monkeypatch):
     monkeypatch.setattr(scalelib.critical_intensity, "__doc__", doc.replace("I_crit = C / W", "I_crit = W / C"))
     drift = _apidoc.write_pages(tmp_path, check=True)
     assert [(str(d.path), d.problem) for d in drift] == [("book/formulas.md", "stale")]
-    assert "`I_crit = C / W`" in (tmp_path / "book" / "formulas.md").read_text(encoding="utf-8")  # check wrote nothing
+    assert r"$I_{\text{crit}}=C/W$" in (tmp_path / "book" / "formulas.md").read_text(encoding="utf-8")  # check wrote nothing
 
 
 def test_cli_check_reports_drift_and_writes_nothing(tmp_path, capsys):
@@ -161,36 +161,82 @@ def _functions_with_formula() -> dict[int, tuple[list[str], str]]:
 
 
 def _rows(text: str) -> list[tuple[str, list[str]]]:
-    """(chapter heading, cells) of every body row of the page's tables."""
-    rows, heading = [], None
-    for line in text.splitlines():
+    """(chapter heading, [formula, what it computes, call, unit]) of every block of the page: a
+    definition list item whose term is the call and the unit ("{py:func}`...` → unit") and whose two
+    definitions are the formula and the summary."""
+    rows, heading, lines = [], None, text.splitlines()
+    for i, line in enumerate(lines):
         if line.startswith("## "):
             heading = line[3:]
-        elif line.startswith("| ") and not line.startswith("| Formula |"):
-            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-            rows.append((heading, cells))
+        elif line.startswith("{py:") and " → " in line and i + 2 < len(lines):
+            call, unit = line.rsplit(" → ", 1)
+            formula, summary = lines[i + 1], lines[i + 2]
+            assert formula.startswith(": ") and summary.startswith(": "), (line, formula, summary)
+            rows.append((heading, [formula[2:], summary[2:], call, unit]))
     return rows
 
 
 def test_known_row_of_the_formula_index():
     rows = _rows(_read(FORMULAS))
     row = [cells for heading, cells in rows if "<scalelib.critical_intensity>" in cells[2]]
-    assert len(row) == 1, "critical_intensity has no row (or several) in book/formulas.md"
-    formula, _, call, unit = row[0]
-    assert formula == "`I_crit = C / W`"
+    assert len(row) == 1, "critical_intensity has no block (or several) in book/formulas.md"
+    formula, summary, call, unit = row[0]
+    assert formula == r"$I_{\text{crit}}=C/W$"  # typeset by KaTeX: I with "crit" below, = C / W
+    assert summary.startswith("A chip's critical intensity")
     assert call == "{py:func}`critical_intensity(chip, …) <scalelib.critical_intensity>`"
     assert unit == "FLOP/B"
     chapter = [heading for heading, cells in rows if cells is row[0]][0]
     assert chapter == "Chapter 1: Rooflines"
-    assert "| `I_crit = C / W` | A chip's critical intensity" in _read(FORMULAS)
 
 
-def test_pipes_in_a_formula_are_escaped():
-    """hops' formula has |Δ|: unescaped, the pipes would split the table's cells."""
+def test_formulas_are_typeset_as_math_not_code():
+    """The index shows formulas as KaTeX math: the book's Unicode operators become TeX, pipes |Δ|
+    become \vert (no Markdown table to split), prose stays words with their spaces."""
     rows = _rows(_read(FORMULAS))
     hops = [cells for _, cells in rows if "<scalelib.TpuSlice.hops>" in cells[2]]
-    assert hops and hops[0][0].startswith("`hops = Σ over axes of \\|Δ\\|")
-    assert all(len(cells) == 4 for _, cells in rows), [cells for _, cells in rows if len(cells) != 4]
+    assert hops and hops[0][0].startswith(r"$\text{hops}=\sum \text{over}\ ")
+    assert r"\vert \Delta \vert" in hops[0][0] and "|" not in hops[0][0]
+    math = [cells[0] for _, cells in rows if cells[0].startswith("$")]
+    assert len(math) >= 0.95 * len(rows), f"only {len(math)} of {len(rows)} formulas are typeset"
+    for formula in math:
+        assert formula.endswith("$") and not any(c in formula for c in "·−Σ≈"), formula
+
+
+@pytest.mark.parametrize(("written", "tex"), [
+    ("I_crit = C / W", r"I_{\text{crit}}=C/W"),
+    ("FLOPs = 2 · B · D · F", r"\text{FLOPs}=2\cdot B\cdot D\cdot F"),
+    ("min(C, I · W)", r"\min (C,\ \allowbreak I\cdot W)"),
+    ("Σ_{g=0}^{G−1} T_step", r"\sum _{g=0}^{G-1}\ \allowbreak T_{\text{step}}"),
+    ("W_link,bidirectional", r"W_{\text{link,bidirectional}}"),
+    ("V* = T_hop · hops", r"V^{*}=T_{\text{hop}}\cdot \text{hops}"),
+    ("T = V / W_link (one-way)", r"T=V/W_{\text{link}}\ \allowbreak (\text{one-way})"),
+    ("output_tokens · ⌈K/n⌉", r"\text{output\_tokens}\cdot \lceil K/n\rceil"),
+    ("as :func:`search_tiles`", None),  # a link to another function, not a formula
+])
+def test_formula_tex(written, tex):
+    assert _apidoc.formula_tex(written) == tex
+
+
+def test_every_formula_typesets_in_katex(tmp_path):
+    """Every typeset formula of the index renders in the KaTeX the site pins (book/node_modules),
+    strictly: the site's build would fail on one that does not."""
+    import json
+    import shutil
+    import subprocess
+
+    katex = ROOT / "book" / "node_modules" / "katex"
+    if not shutil.which("node") or not katex.is_dir():
+        pytest.skip("node or the site's KaTeX (make book/node_modules/.installed) is not installed")
+    formulas = [cells[0][1:-1] for _, cells in _rows(_read(FORMULAS)) if cells[0].startswith("$")]
+    (tmp_path / "formulas.json").write_text(json.dumps(formulas), encoding="utf-8")
+    script = ("const katex = require(process.argv[1]); const fs = require('fs');"
+              "const bad = JSON.parse(fs.readFileSync(process.argv[2], 'utf8')).filter(t => {"
+              " try { katex.renderToString(t, {throwOnError: true, strict: 'error'}); return false; }"
+              " catch (e) { return true; } });"
+              "console.log(JSON.stringify(bad));")
+    result = subprocess.run(["node", "-e", script, str(katex), str(tmp_path / "formulas.json")],
+                            capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(result.stdout) == [], "formulas KaTeX cannot typeset"
 
 
 def test_every_formula_is_in_the_index_once():
@@ -198,21 +244,26 @@ def test_every_formula_is_in_the_index_once():
     expected = _functions_with_formula()
     assert expected, "no docstring has a Formula section: is the convention still `Formula:`?"
     assert len(rows) == len(expected), (
-        f"book/formulas.md has {len(rows)} rows for {len(expected)} functions with a Formula section: "
+        f"book/formulas.md has {len(rows)} blocks for {len(expected)} functions with a Formula section: "
         f"run `make exercises`")
     for names, formula in expected.values():
         matching = [cells for _, cells in rows if any(f"<scalelib.{n}>`" in cells[2] for n in names)]
-        assert len(matching) == 1, f"{names[0]}: {len(matching)} rows in book/formulas.md, expected 1"
-        cell = matching[0][0].replace("\\|", "|")
+        assert len(matching) == 1, f"{names[0]}: {len(matching)} blocks in book/formulas.md, expected 1"
+        cell = matching[0][0]
         if ":func:" in formula:  # "as :func:`search_tiles`": a link, not code
             target = re.search(r":func:`~?(?:scalelib\.)?(\w+)`", formula).group(1)
             assert f"{{py:func}}`{target}`" in cell
+        elif cell.startswith("$"):
+            # every name and word of the docstring's formula is in the typeset one
+            as_written = re.sub(r"`+([^`]+)`+", r"\1", formula)
+            for word in re.findall(r"[A-Za-z][A-Za-z0-9']+", as_written):
+                assert word in cell, f"{names[0]}: {word!r} of {formula!r} is not in {cell!r}"
         else:
             as_written = re.sub(r"`+([^`]+)`+", r"\1", formula)  # without reST's literal quotes
-            assert cell == f"`{as_written}`", f"{names[0]}: the index has {cell}, the docstring {formula}"
-        # every public name reaching the function is in the call cell, each linked to its API entry
+            assert cell.replace("\\|", "|") == f"`{as_written}`", f"{names[0]}: the index has {cell}"
+        # every public name reaching the function is in the call, each linked to its API entry
         for name in names:
-            assert f"<scalelib.{name}>`" in matching[0][2], f"{name} is not linked from its row"
+            assert f"<scalelib.{name}>`" in matching[0][2], f"{name} is not linked from its block"
 
 
 def test_names_without_formula_are_not_in_the_index():

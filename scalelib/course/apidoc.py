@@ -5,9 +5,10 @@ Course machinery, not part of the library: no scalelib module imports this one.
 
 * ``book/api.md``: every name of ``scalelib.__all__``, rendered by Sphinx autodoc
   (with napoleon reading the Google-style sections), one section per chapter;
-* ``book/formulas.md``: one table per chapter of every function and method whose
-  docstring has a ``Formula:`` section: the formula, what it computes, the call
-  (linked to its API entry) and the unit of the result.
+* ``book/formulas.md``: chapter by chapter, one block per function and method whose
+  docstring has a ``Formula:`` section: the call (linked to its API entry) and the
+  unit of the result, then the formula typeset by KaTeX (:func:`formula_tex`) and
+  what it computes.
 
 The docstring convention it reads::
 
@@ -350,10 +351,104 @@ def _formula_cell(formula: str) -> str:
     return _code(_unquote(text))
 
 
+def _formula_math(formula: str) -> str:
+    """The formula typeset by KaTeX (inline math, which wraps on a narrow screen), or as
+    :func:`_formula_cell` writes it where :func:`formula_tex` cannot read it."""
+    tex = formula_tex(formula)
+    return f"${tex}$" if tex is not None else _formula_cell(formula)
+
+
 def _unquote(text: str) -> str:
     """`text` without reStructuredText's literal quotes: ```dtype``` and ````x```` read as dtype and x."""
     return re.sub(r"``([^`]+)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
 
+
+
+# ---------------------------------------------------------------------------
+# Formulas as typeset math (the formula index)
+
+#: Characters a docstring formula writes, as TeX.
+_TEX_SYMBOLS = {
+    "·": r"\cdot ", "−": "-", "≈": r"\approx ", "≠": r"\ne ", "≤": r"\le ", "≥": r"\ge ",
+    "×": r"\times ", "…": r"\ldots ", "Σ": r"\sum ", "Π": r"\prod ", "Δ": r"\Delta ",
+    "Ψ": r"\Psi ", "α": r"\alpha ", "⌈": r"\lceil ", "⌉": r"\rceil ", "²": "^2", "³": "^3", "₂": "_2",
+    "*": r"\ast ", "|": r"\vert ", "<": "<", ">": ">", "=": "=", "+": "+", "-": "-", "/": "/",
+    "(": "(", ")": ")", "[": "[", "]": "]", ",": ",", ";": ";", ":": ":", "!": "!", "?": "?",
+}
+#: Two-character operators, read before single characters.
+_TEX_PAIRS = {"<=": r"\le ", ">=": r"\ge ", "<<": r"\ll ", ">>": r"\gg ", "//": r"\mathbin{/\!/}", "->": r"\to "}
+#: Words typeset as TeX's operator names.
+_TEX_OPERATORS = {"max": r"\max", "min": r"\min", "log": r"\log", "exp": r"\exp",
+                  "sqrt": r"\operatorname{sqrt}", "floor": r"\operatorname{floor}", "argmin": r"\operatorname{argmin}"}
+_TEX_TOKEN = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<ident>[a-z][a-z0-9]{2,}(?:_[a-z0-9]+)+)
+  | (?P<word>[A-Za-z][A-Za-z0-9']*(?:-[A-Za-z][A-Za-z0-9']*)*|[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?)
+  | (?P<sub>[_^](?:\{(?P<braced>[^{}]*)\}|(?P<bare>[A-Za-z0-9]+(?:[,_][A-Za-z0-9]+)*)))
+  | (?P<quoted>"[^"]*")
+  | (?P<pair><=|>=|<<|>>|//|->)
+  | (?P<char>.)
+""", re.VERBOSE)
+
+
+def _tex_text(words: str) -> str:
+    return r"\text{" + words.replace("_", r"\_") + "}"
+
+
+def formula_tex(formula: str) -> str | None:
+    """A docstring's formula (the book's notation in Unicode, prose words in it) as a TeX formula for
+    KaTeX: multi-letter names upright (``T_lower`` as T with "lower" below), prose kept as words with
+    their spaces, ``·`` as a centred dot, ``Σ`` as a sum; None when the formula holds something this
+    does not know (it then stays code) or refers to another function (it stays a link)."""
+    text = _unquote(" ".join(formula.split()))
+    if _ROLE.search(formula) or not text:
+        return None
+    out: list[str] = []
+    after_word = False  # the last token ends like a word: a space in the source then shows
+    pending_space = False
+    for match in _TEX_TOKEN.finditer(text):
+        kind = match.lastgroup if match.lastgroup not in ("braced", "bare") else "sub"
+        token = match.group(0)
+        if kind == "space":
+            pending_space = True
+            continue
+        if pending_space and after_word and (kind in ("word", "ident", "quoted") or token in "([⌈"):
+            out.append(r"\ \allowbreak ")  # a long formula may wrap at its words' spaces
+        if kind == "sub":
+            inner = match.group("braced") if match.group("braced") is not None else match.group("bare")
+            if match.group("braced") is not None:
+                body = formula_tex(inner)
+            else:
+                body = inner if len(inner) == 1 or inner.isdigit() else _tex_text(inner)
+            if body is None:
+                return None
+            out.append(token[0] + "{" + body + "}")
+            after_word = True
+        elif kind == "ident":
+            out.append(_tex_text(token))
+            after_word = True
+        elif kind == "quoted":
+            out.append(_tex_text("“" + token[1:-1] + "”"))
+            after_word = True
+        elif kind == "word":
+            if token in _TEX_OPERATORS:
+                out.append(_TEX_OPERATORS[token] + " ")
+            elif len(token) == 1 or token[0].isdigit():
+                out.append(token)
+            else:
+                out.append(_tex_text(token))
+            after_word = True
+        elif token == "*" and after_word and not pending_space:
+            out.append("^{*}")  # V*, T*: a starred name
+            after_word = True
+        else:
+            tex = _TEX_PAIRS.get(token) if kind == "pair" else _TEX_SYMBOLS.get(token)
+            if tex is None:
+                return None
+            out.append(tex)
+            after_word = token in ",;:)]⌉"
+        pending_space = False
+    return "".join(out).strip()
 
 def _unit(returns: str) -> str:
     """The unit of a result from its Returns section: ``seconds (s).`` -> ``s``,
@@ -457,11 +552,11 @@ Each docstring has the sections *Formula* (the book's formula), *Args*, *Returns
 """
 
 FORMULA_INTRO = """\
-Every formula of the course that `scalelib` computes, one table per chapter: the
-formula as its function's docstring writes it, what it computes, the call that
-computes it (linked to its entry in the [API reference](api.md)) and the unit of the
-result. `sl.explain(f, ...)` prints any of them with the numbers put in. A function
-used in several chapters has its row in the first and is listed under the others.
+Every formula of the course that `scalelib` computes, chapter by chapter: the call
+that computes it (linked to its entry in the [API reference](api.md)) and the unit of
+its result, then the formula, typeset from its function's docstring, and what it
+computes. `sl.explain(f, ...)` prints any of them with the numbers put in. A function
+used in several chapters is listed in the first and named under the others.
 """
 
 
@@ -509,15 +604,11 @@ def _autodoc(entry: Entry) -> list[str]:
 
 # The four columns share the page's width (a long formula or name wraps inside its
 # cell) rather than scrolling sideways. Only this page has this style.
-FORMULA_TABLE_STYLE = """\
+FORMULA_STYLE = """\
 <style>
-  .bd-article table { table-layout: fixed; width: 100%; }
-  .bd-article table th:nth-child(1) { width: 29%; }
-  .bd-article table th:nth-child(2) { width: 25%; }
-  .bd-article table th:nth-child(3) { width: 34%; }
-  .bd-article table th:nth-child(4) { width: 12%; }
-  .bd-article table td { overflow-wrap: anywhere; }
-  .bd-article table code span.pre { white-space: normal; }
+  .bd-article dl.simple > dt, .bd-article dl.myst > dt { font-weight: normal; margin-top: 1.1em; }
+  .bd-article dl > dd > p:first-child .katex { font-size: 1.12em; }
+  .bd-article dl > dd { margin-left: 1.2em; }
 </style>"""
 
 
@@ -526,19 +617,15 @@ def render_formulas() -> str:
     public = public_entries()
     entries = formula_entries(public)
     lines = ["(scalelib-formulas)=", "# Formula index", "", _generated_note(FORMULA_PAGE), "",
-             "```{py:currentmodule} scalelib", "```", "", FORMULA_TABLE_STYLE, "", FORMULA_INTRO]
+             "```{py:currentmodule} scalelib", "```", "", FORMULA_STYLE, "", FORMULA_INTRO]
     for number in _groups(entries):
         own = [e for e in entries if e.group == number]
         also = [e for e in entries if number is not None and number in e.chapters[1:]]
         lines += [f"## {_chapter_heading(number)}", ""]
-        if own:
-            lines += ["| Formula | What it computes | scalelib call | Unit |",
-                      "|---------|------------------|---------------|------|"]
-            for entry in own:
-                calls = " or ".join(_call(entry, name) for name in entry.names)
-                lines.append(f"| {_formula_cell(entry.formula)} | {_inline(entry.summary)} | {calls} "
-                             f"| {_unit(entry.returns)} |")
-            lines.append("")
+        for entry in own:
+            calls = " or ".join(_call(entry, name) for name in entry.names)
+            lines += [f"{calls} → {_unit(entry.returns)}", f": {_formula_math(entry.formula)}",
+                      f": {_inline(entry.summary)}", ""]
         if also:
             intro = "Also used in this chapter" if own else "Used in this chapter"
             listed = ", ".join(f"{_role(_ROLE_OF[e.kind], _name_in(e, number, public))} (chapter {e.group})"
