@@ -311,7 +311,8 @@ def predict_training_run(run):
         run: a :class:`TrainingRun` from :func:`training_runs`, or its name.
 
     Returns:
-        a fraction of peak (dimensionless).
+        a fraction of peak (dimensionless); for a run published as a step time (``"step_time"``), the
+        roofline's step in seconds.
 
     Chapter:
         6 (Training LLaMA 3)
