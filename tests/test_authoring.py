@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from scalelib.course.authoring import (
+    release_ref,
+    tested_jax as _tested_jax,
     AuthoringError,
     Drift,
     colab_link,
@@ -273,11 +275,85 @@ def test_bad_markdown_markers_name_notebook_cell_and_line(source, message):
 
 
 SETUP = f'''# Setup: import scalelib, installing it first where it is missing (e.g. on Colab).
+import os
+# JAX on this machine's CPU, as 8 devices, whatever accelerator the runtime has: the sharding chapters need 8.
+os.environ["JAX_PLATFORMS"] = "cpu"
+os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
 try:
     import scalelib as sl
 except ImportError:
-    %pip install --quiet "scalelib[notebooks] @ git+{URL}@main"
+    import subprocess, sys
+    SCALELIB = "scalelib[notebooks] @ git+{URL}@main"  # this version of the course, pinned
+    JAX = "jax>=0.7"  # the JAX releases the course is tested with
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", SCALELIB, JAX],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(
+            "Installing scalelib failed (pip exited with " + str(done.returncode) + "):\\n"
+            + done.stderr[-1500:] + "\\nCheck the runtime's internet connection, restart it "
+            "(Runtime > Restart session) and run this cell again; or install by hand: pip install '"
+            + SCALELIB + "' '" + JAX + "'") from None
     import scalelib as sl'''
+
+
+def _course(tmp_path, version="1.2.3", jax_pin="0.10.2"):
+    """A course checkout: book/_config.yml, pyproject.toml (its version and notebooks extra), requirements.txt."""
+    (tmp_path / "book").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        f'[project]\nname = "scalelib"\nversion = "{version}"\n'
+        '[project.optional-dependencies]\nnotebooks = ["jax>=0.7", "matplotlib>=3.8"]\n')
+    (tmp_path / "requirements.txt").write_text(f"jax=={jax_pin}\njaxlib=={jax_pin}\nnumpy==2.0.0\n")
+    return config(tmp_path / "book")
+
+
+def test_the_setup_cell_installs_this_version_s_release_tag_and_jax_in_the_tested_range(tmp_path):
+    source = setup_cell_source(_course(tmp_path))
+    assert f'SCALELIB = "scalelib[notebooks] @ git+{URL}@v1.2.3"' in source  # not the tip of a branch
+    assert 'JAX = "jax>=0.7,<0.11"' in source  # up to the release CI runs (0.10), never the newest
+    assert "--upgrade" not in source and "%pip" not in source
+
+
+def test_the_repository_s_setup_cell_pins_the_version_in_pyproject():
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    source = setup_cell_source(root / "book" / "_config.yml")
+    assert f"@v{version}\"" in source and release_ref(root) == f"v{version}"
+
+
+def test_the_setup_cell_forces_8_cpu_devices_and_says_why_an_install_failed(tmp_path, monkeypatch):
+    """Run as on a Colab GPU runtime without scalelib, where pip fails: JAX is pointed at 8 CPU
+    devices before anything imports it, and the learner reads pip's error and what to do."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("JAX_PLATFORMS", "cuda")
+    monkeypatch.delenv("JAX_NUM_CPU_DEVICES", raising=False)
+    monkeypatch.setitem(sys.modules, "scalelib", None)  # `import scalelib` raises ImportError
+    calls = []
+
+    def failing_pip(args, **kwargs):
+        calls.append(args)
+        return subprocess.CompletedProcess(args, 1, "", "ERROR: Could not find a version that satisfies x")
+
+    monkeypatch.setattr(subprocess, "run", failing_pip)
+    with pytest.raises(RuntimeError) as err:
+        exec(compile(setup_cell_source(config(tmp_path)), "setup-cell", "exec"), {})
+    import os
+
+    assert os.environ["JAX_PLATFORMS"] == "cpu" and os.environ["JAX_NUM_CPU_DEVICES"] == "8"
+    assert calls == [[sys.executable, "-m", "pip", "install", "--quiet",
+                      f"scalelib[notebooks] @ git+{URL}@main", "jax>=0.7"]]
+    message = str(err.value)
+    assert message.startswith("Installing scalelib failed (pip exited with 1):\nERROR: Could not find")
+    assert "Restart session" in message and f"pip install 'scalelib[notebooks] @ git+{URL}@main'" in message
+
+
+def test_tested_jax_reads_the_extra_and_the_pin(tmp_path):
+    _course(tmp_path, jax_pin="0.9.0")
+    assert _tested_jax(tmp_path) == "jax>=0.7,<0.10"
+    assert _tested_jax(tmp_path / "nowhere") == "jax>=0.7"
 
 
 def test_setup_cell_source_comes_from_the_config(tmp_path):

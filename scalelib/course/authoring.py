@@ -51,10 +51,24 @@ _GAP = "\x00"  # stands, while editing Markdown, where whole lines were removed
 SETUP_COMMENT = "# Setup:"
 SETUP_TEMPLATE = """\
 # Setup: import scalelib, installing it first where it is missing (e.g. on Colab).
+import os
+# JAX on this machine's CPU, as 8 devices, whatever accelerator the runtime has: the sharding chapters need 8.
+os.environ["JAX_PLATFORMS"] = "cpu"
+os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
 try:
     import scalelib as sl
 except ImportError:
-    %pip install --quiet "scalelib[notebooks] @ git+{url}@{branch}"
+    import subprocess, sys
+    SCALELIB = "scalelib[notebooks] @ git+{url}@{ref}"  # this version of the course, pinned
+    JAX = "{jax}"  # the JAX releases the course is tested with
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", SCALELIB, JAX],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(
+            "Installing scalelib failed (pip exited with " + str(done.returncode) + "):\\n"
+            + done.stderr[-1500:] + "\\nCheck the runtime's internet connection, restart it "
+            "(Runtime > Restart session) and run this cell again; or install by hand: pip install '"
+            + SCALELIB + "' '" + JAX + "'") from None
     import scalelib as sl"""
 SETUP_LAST_LINE = "import scalelib as sl"
 
@@ -462,18 +476,66 @@ def _book_config(config_path) -> dict:
 def setup_cell_source(config_path="book/_config.yml") -> str:
     """The setup code every notebook starts with, for the repository named in `config_path`.
 
-    It imports scalelib, and where that fails (on Colab) first installs it from
-    ``git+<repository url>@<branch>``, read from the book's configuration::
+    It points JAX at the CPU, as 8 devices (``JAX_PLATFORMS=cpu`` and ``JAX_NUM_CPU_DEVICES=8``
+    before JAX is imported: on a Colab GPU or TPU runtime too), imports scalelib, and where that
+    fails (on Colab) first installs it with pip from ``git+<repository url>@<ref>`` together
+    with JAX in the tested range (:func:`tested_jax`), saying plainly what went wrong when the
+    install fails. The repository comes from the book's configuration::
 
         repository:
           url: https://github.com/owner/course
           branch: main
 
+    and the ref is this version's release tag, ``v`` + the version in ``pyproject.toml`` beside
+    ``book/`` (:func:`release_ref`): the tag the release workflow (``.github/workflows/release.yml``)
+    checks and publishes. Without a pyproject, the branch.
+
     Raises:
         AuthoringError: the file is missing, or has no ``repository: url:`` or ``branch:``.
     """
     values = _book_config(config_path)
-    return SETUP_TEMPLATE.format(url=values["url"], branch=values["branch"])
+    root = Path(config_path).resolve().parent.parent
+    return SETUP_TEMPLATE.format(url=values["url"], ref=release_ref(root) or values["branch"],
+                                 jax=tested_jax(root))
+
+
+def release_ref(root=".") -> str | None:
+    """The git tag of this version of the course, ``v<version>`` from `root`'s pyproject.toml
+    (None without one): what the Colab setup cell installs and the release workflow publishes."""
+    import tomllib
+
+    path = Path(root) / "pyproject.toml"
+    if not path.is_file():
+        return None
+    version = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {}).get("version")
+    return f"v{version}" if version else None
+
+
+#: The JAX releases the course is tested with when neither pin is found.
+DEFAULT_JAX = "jax>=0.7"
+
+
+def tested_jax(root=".") -> str:
+    """JAX's tested range as a pip requirement: from the notebooks extra's lower bound (pyproject.toml)
+    up to, not including, the minor release after the one requirements.txt pins (the one CI runs):
+    ``jax>=0.7,<0.11`` for ``jax>=0.7`` and ``jax==0.10.2``."""
+    import tomllib
+
+    root = Path(root)
+    lower = None
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        extras = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get(
+            "optional-dependencies", {})
+        lower = next((re.sub(r"\s+", "", r) for r in extras.get("notebooks", [])
+                      if re.match(r"jax\s*>=", r)), None)
+    pinned = None
+    requirements = root / "requirements.txt"
+    if requirements.is_file():
+        match = re.search(r"^jax==(\d+)\.(\d+)", requirements.read_text(encoding="utf-8"), re.MULTILINE)
+        pinned = (int(match.group(1)), int(match.group(2))) if match else None
+    spec = lower or DEFAULT_JAX
+    return f"{spec},<{pinned[0]}.{pinned[1] + 1}" if pinned else spec
 
 
 #: The line that opens a chapter notebook in Colab; the last line of its first Markdown cell.
