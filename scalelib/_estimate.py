@@ -11,9 +11,10 @@ estimate charges each, with the constants of ``scalelib/data/estimate.toml`` (ea
   attention, the softmax and dropout of the attention scores; their bytes are Korthikanti et al.
   2022's activation tensors (divided by t where tensor or sequence parallelism splits them), read and
   written at the HBM's achieved bandwidth, the backward twice the forward's;
-* ``tensor_collectives``: tensor parallelism's collectives, none hidden on GPUs (Megatron-LM runs
-  them between the matmuls): with sequence parallelism two AllGathers and two ReduceScatters of
-  [tokens, D] per layer and pass, without it two AllReduces; each at its network tier's achieved
+* ``tensor_collectives``: tensor (and expert) parallelism's collectives, none hidden on GPUs
+  (Megatron-LM runs them between the matmuls): with sequence parallelism two AllGathers and two
+  ReduceScatters of [tokens, D] per layer and pass, without it two AllReduces; an MoE layer's two
+  AllToAlls (dispatch and combine) of k copies of each token; each at its network tier's achieved
   bandwidth plus a latency (NVLink inside a node, the scale-out network once the group spans nodes).
   On a TPU slice XLA overlaps them with the matmuls (collective matmul), so they cost what exceeds
   the pass's compute;
@@ -224,13 +225,17 @@ def estimate_step(s, hw, g, on, *, parts=False):
     ser_f, ser_b, after = fwd_c, bwd_c, 0.0
     out = {}
     if "matmul_efficiency" in on:
-        ops = [(tm, D, (Nh + 2 * K) * H / t, 1.0), (tm, Nh * H / t, D, 1.0), (tm, D, (c - 1) * F / t, 1.0),
-               (tm, F / t, D, 1.0), (T, H, T, tm / T * Nh / t), (T, T, H, tm / T * Nh / t)]
+        # one layer's matmuls on one chip: (m, k, n, batch, whether the m x k input and the m x n output go
+        # through HBM); with flash attention the scores (Q·Kᵀ's output, P·V's input) stay on chip
+        stored = 0.0 if flash_attention else 1.0
+        ops = [(tm, D, (Nh + 2 * K) * H / t, 1.0, 1.0, 1.0), (tm, Nh * H / t, D, 1.0, 1.0, 1.0),
+               (tm, D, (c - 1) * F / t, 1.0, 1.0, 1.0), (tm, F / t, D, 1.0, 1.0, 1.0),
+               (T, H, T, tm / T * Nh / t, 1.0, stored), (T, T, H, tm / T * Nh / t, stored, 1.0)]
         ideal = 0.0
         real = 0.0
-        for m_, k_, n_, batch in ops:
+        for m_, k_, n_, batch, a_in, a_out in ops:
             flops = 2.0 * m_ * k_ * n_ * batch
-            nbytes = s.b_act * (m_ * k_ + k_ * n_ + m_ * n_) * batch
+            nbytes = s.b_act * (a_in * m_ * k_ + k_ * n_ + a_out * m_ * n_) * batch
             ideal = ideal + flops / s.peak
             real = real + flops / (s.peak * _matmul_efficiency(flops / 1e9) * hw.mm_scale) + nbytes / hw.hbm
         factor = real / ideal * (s.C / s.peak)
@@ -251,6 +256,15 @@ def estimate_step(s, hw, g, on, *, parts=False):
     if "tensor_collectives" in on and hw.gpu:
         ser_f = ser_f + L_stage * mb * tp_layer
         ser_b = ser_b + L_stage * mb * tp_layer
+        # EP: the AllToAll that sends each token's k copies to its experts and back, per MoE layer of the
+        # stage, on its tier (the expert groups sit inside the FSDP axis, TP inside them), none hidden
+        spb_e, lat_e = hw.tier(s, e, t)
+        a2a_mb = np.where(e > 1, lat_e + s.b_act * (tm / t) * s.k * s.D * ((e - 1) / e) * spb_e, 0.0)
+        moe_layers = s.L_moe / p
+        ser_f = ser_f + 2.0 * mb * moe_layers * a2a_mb
+        ser_b = ser_b + (2.0 + 2.0 * full) * mb * moe_layers * a2a_mb
+        over_f[0] = gather
+        over_b[0] = gather + scatter
     elif "tensor_collectives" in on:  # XLA overlaps them with the matmuls (collective matmul): cost beyond compute
         over_f.append(L_stage * mb * tp_layer)
         over_b.append(L_stage * mb * tp_layer * (1.0 + full))

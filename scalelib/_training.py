@@ -649,7 +649,7 @@ def estimated_step_time_s(model, B, plan, topology, *, seq_len, dtype="bf16", pa
         >>> from scalelib import gpu_cluster
         >>> plan = ParallelPlan(data=8, fsdp=8, tensor=8, microbatches=4, remat="none")
         >>> fmt(estimated_step_time_s("llama-3-70b", 4 * 2**20, plan, gpu_cluster(64, "h100"), seq_len=4096), "s")
-        '7.98 s'
+        '7.29 s'
     """
     cost = training_cost(model, B, plan, topology, seq_len=seq_len, dtype=dtype, param_dtype=param_dtype,
                          grad_dtype=grad_dtype, optimizer=optimizer, optimizer_dtype=optimizer_dtype,
