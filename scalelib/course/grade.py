@@ -65,7 +65,7 @@ GRADED, FAILED, CHAPTER_UNKNOWN = "graded", "failed", "chapter unknown"
 #: Status of a notebook of another chapter than the one assigned (``--chapter``): reported, never run or credited.
 WRONG_CHAPTER = "wrong chapter"
 #: Most bytes of answer records (and function-call results) one notebook may send in all; past it they are dropped.
-MAX_RECORDS_BYTES = 16 * 2**20
+MAX_RECORDS_BYTES = 8 * 2**20
 #: The flag on every notebook graded without a namespace sandbox (``--unsafe``).
 UNSAFE_FLAG = "graded WITHOUT a sandbox (--unsafe): this notebook ran with the grader's rights"
 #: Largest notebook file read (bytes).
@@ -631,6 +631,7 @@ async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: 
                 started = True
                 box.kernel_started(client.km)
                 await _run_cells(client, box, nb, code, ids, limits, seed, run, CellTimeoutError, DeadKernelError)
+                box.note_leftovers()
         except Exception as err:  # noqa: BLE001 - a kernel that cannot start, or dies while starting
             if not started:
                 log = box.kernel_log().strip().splitlines()

@@ -330,6 +330,7 @@ class Sandbox:
         self._process = None
         self._before: set[int] = set()
         self._own: set[int] = set()
+        self._leftovers: set[int] = set()
         self._reaping = False
         self._log = None
 
@@ -497,6 +498,13 @@ class Sandbox:
         except Exception:  # noqa: BLE001 - no psutil, or the kernel is gone
             pass
 
+    def note_leftovers(self) -> None:
+        """Note, while the kernel still runs, the processes the notebook started and left running."""
+        now = _descendants() - self._before
+        if self.cgroup:
+            now |= self.cgroup.members()
+        self._leftovers = now - self._own - {os.getpid()}
+
     def death(self) -> str:
         """What ended the kernel, as far as the grader can tell (for a report: "it reached ...")."""
         if self.cgroup and self.cgroup.memory_exhausted():
@@ -559,7 +567,7 @@ class Sandbox:
                     pass
             _reap(pids)
         killed.discard(self.kernel_pid)
-        return len(killed - self._own)
+        return len((killed | self._leftovers) - self._own)
 
     def __exit__(self, *exc) -> None:
         try:
