@@ -948,3 +948,67 @@ register(Exercise(
             "destination, so much less crosses the slice",
     },
 ))
+
+
+# 3.21 ------------------------------------------------------------------------
+
+_V5E_POD = tpu_pod("tpu-v5e")                             # its X axis: a ring of 16
+_3_21 = dict(expr="A[I_X, J] · B[J, K_X]", sizes={"I": 16384, "J": 8192, "K": 16384})
+
+
+def _3_21_blocks():
+    """(n, t_c, t_x): the ring's chips, one block's product and one block's hop, one way (s)."""
+    plan = plan_matmul(_3_21["expr"], _3_21["sizes"], _V5E_POD)
+    (gather,) = plan.steps                               # AllGather_X of A: its blocks go round the ring
+    n = _V5E_POD.mesh["X"]
+    return n, plan.t_math_s / n, gather.nbytes / n / _V5E_POD.spec.ici_link_bytes_per_s_one_way
+
+
+def _3_21_time(overlap=True, both_ways=False, blocks_moved=None, block_compute=None) -> float:
+    """The collective matmul's time, one way round the ring; each option is a slip."""
+    n, t_c, t_x = _3_21_blocks()
+    t_x = t_x / 2 if both_ways else t_x
+    t_c = t_c * n if block_compute == "whole" else t_c
+    moved = n - 1 if blocks_moved is None else blocks_moved
+    if not overlap:
+        return moved * t_x + n * t_c
+    return moved * max(t_c, t_x) + t_c
+
+
+def _3_21_reference() -> Derivation:
+    """Reference for 3.21: (n − 1) steps of a block's hop or product, whichever is longer, then the last product."""
+    plan = plan_matmul(_3_21["expr"], _3_21["sizes"], _V5E_POD)
+    (gather,) = plan.steps
+    n, t_c, t_x = _3_21_blocks()
+    W = _V5E_POD.spec.ici_link_bytes_per_s_one_way
+    math_step = Derivation("t_c", "T_math / n", f"{q(plan.t_math_s, 's')} / {n}", t_c, "s",
+                           where=("T_math: the chip's whole product A[I, J] · B[J, K/n] at the peak bf16 rate "
+                                  "(plan_matmul); n: the chips of the ring",))
+    hop_step = Derivation("t_x", "V / n / W", f"{q(gather.nbytes, 'B')} / {n} / {q(W, 'B/s')}", t_x, "s",
+                          where=("V: the gathered A; W: one direction of a link",))
+    value = _3_21_time()
+    assert abs(value - ((n - 1) * max(t_c, t_x) + t_c)) < 1e-15
+    return Derivation("T", "(n − 1) · max(t_c, t_x) + t_c",
+                      f"{n - 1} · max({q(t_c, 's')}, {q(t_x, 's')}) + {q(t_c, 's')}", value, "s",
+                      (math_step, hop_step))
+
+
+register(Exercise(
+    id="3.21",
+    title="A gather hidden behind its matmul on a TPU v5e pod's axis",
+    reference=_3_21_reference,
+    unit="s",
+    involves=frozenset(),
+    mistakes={
+        slip(_3_21_time(overlap=False), _3_21_time()):
+            "that is the time without overlap, all the transfers and then all the products: here each block is "
+            "multiplied while the next one travels",
+        slip(_3_21_time(both_ways=True), _3_21_time()):
+            "the blocks go one way round the ring: each step moves a block over one direction of one link",
+        slip(_3_21_time(blocks_moved=_V5E_POD.mesh["X"]), _3_21_time()):
+            "a chip's own block never crosses a link: only the other chips' blocks arrive, one per step",
+        slip(_3_21_time(block_compute="whole"), _3_21_time()):
+            "a block's product is one n-th of the chip's arithmetic: one block of A's rows times the chip's own "
+            "columns of B",
+    },
+))
