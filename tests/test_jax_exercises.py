@@ -24,7 +24,8 @@ from scalelib.course import check as _check
 from scalelib.course import record
 from scalelib.course.check import Exercise, get_exercise, register
 from scalelib.course.grade import Limits, grade_notebook, grading_cases, judge
-from scalelib.course.jax_check import CollectiveRule, draw_cases, judge_results, label, rule_problem, value_problem
+from scalelib.course.jax_check import (CollectiveRule, draw_cases, host_callback, judge_results, label, rule_problem,
+                                       value_problem)
 
 MESH = {"X": 2, "Y": 4}
 
@@ -186,9 +187,26 @@ def _value(output, hlo="", replicated=True):
     return {"result": "value", "answer": record.describe(np.asarray(output)), "hlo": hlo, "replicated": replicated}
 
 
-def _right(case, hlo=""):
+def _right(case, hlo="", seed2=777_777_777):
     a = sl.input_values(case["arrays"], case["sizes"], case["mesh"], seed=case["seed"])[0]
-    return _value(_means(a, mesh=case["mesh"]), hlo)
+    a2 = sl.input_values(case["arrays"], case["sizes"], case["mesh"], seed=seed2)[0]
+    return _value(_means(a, mesh=case["mesh"]), hlo) | {
+        "seed2": seed2, "answer2": record.describe(np.asarray(_means(a2, mesh=case["mesh"])))}
+
+
+def test_a_constant_right_only_on_the_case_s_own_draw_fails_on_the_second_draw(registry):
+    exercise = _register_means()
+    constant = [_right(c) | {"answer2": _right(c)["answer"]} for c in CASES]  # the same output on both draws
+    v = judge_results(exercise, CASES, constant)
+    assert v.status == "incorrect" and "on a second draw of inputs" in v.message, v.message
+    v = judge_results(exercise, CASES, [{k: x for k, x in _right(c).items() if k != "answer2"} for c in CASES])
+    assert v.status == "incorrect" and "was not run on a second draw of inputs" in v.message
+
+
+def test_a_host_callback_in_the_compiled_program_is_refused():
+    assert host_callback('%c = custom-call(%x), custom_call_target="xla_python_cpu_callback"') == \
+        "xla_python_cpu_callback"
+    assert host_callback('%c = custom-call(%x), custom_call_target="__cublas$gemm"') is None
 
 
 def test_right_values_with_no_collectives_are_correct_and_say_why(registry):
@@ -297,6 +315,22 @@ SCRIPT = textwrap.dedent("""
     def stub(a, mesh):
         raise NotImplementedError("write your solution here")
 
+    def means_by_callback(a, mesh):  # the mean taken in NumPy on the host, through pure_callback
+        X, Y = mesh.shape["X"], mesh.shape["Y"]
+        host = lambda x: np.asarray(x).reshape(X, x.shape[0] // X, Y, -1).mean(axis=(1, 3)).astype(np.float32)
+        return jax.pure_callback(host, jax.ShapeDtypeStruct((X, Y), jnp.float32), a)
+
+    def means_from_frames(a, mesh):  # the concrete input found in a caller's frame while tracing, as a constant
+        import inspect
+        X, Y = mesh.shape["X"], mesh.shape["Y"]
+        for info in inspect.stack():
+            for v in list(info.frame.f_locals.values()):
+                for w in (v if isinstance(v, (list, tuple)) else [v]):
+                    if isinstance(w, jax.Array) and not isinstance(w, jax.core.Tracer) and w.shape == a.shape:
+                        x = np.asarray(w)
+                        return jnp.asarray(x.reshape(X, x.shape[0] // X, Y, -1).mean(axis=(1, 3)), dtype=a.dtype)
+        return jnp.zeros((X, Y), a.dtype)
+
     def raises(a, mesh):
         return a @ jnp.ones(3)
 
@@ -310,6 +344,7 @@ SCRIPT = textwrap.dedent("""
     out = {}
     for name, eid, f in [("right", "10.1", means), ("psum", "10.1", means_by_psum),
                          ("whole mean", "10.1", means_of_everything), ("stub", "10.1", stub),
+                         ("callback", "10.1", means_by_callback), ("frames", "10.1", means_from_frames),
                          ("raises", "10.1", raises), ("roll whole", "10.2", roll_whole),
                          ("psum_scatter", "10.7", reduce_scatter_by_psum_scatter)]:
         v = sl.verdict(eid, f)
@@ -330,6 +365,13 @@ def on_8_devices():
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_host_callback_or_a_constant_found_while_tracing_earns_nothing(on_8_devices):
+    status, message = on_8_devices["callback"]
+    assert status == "incorrect" and "calls back into Python on the host (xla_ffi_python_cpu_callback)" in message
+    status, message = on_8_devices["frames"]
+    assert status == "incorrect" and message.startswith("❌ Exercise 10.1: not quite"), message
 
 
 def test_a_right_function_is_correct(on_8_devices):

@@ -476,6 +476,31 @@ def _draw(value, path: tuple, ranges: dict, rng: random.Random):
     return value
 
 
+_EINSUM = re.compile(r"^[a-z]+(,[a-z]+)*->[a-z]*$")
+
+
+def _relabel(case: dict, rng: random.Random) -> dict:
+    """`case` with the letters of its einsum subscripts (and the keys of the sizes they index) renamed at random,
+    and its operands' letters reordered where that keeps the contraction: a string argument is drawn too, so no
+    table of the registered strings answers the drawn cases."""
+    specs = [k for k, v in case.items() if isinstance(v, str) and _EINSUM.match(v)]
+    if not specs:
+        return case
+    letters = sorted({ch for k in specs for ch in case[k] if ch.isalpha()})
+    sized = [k for k, v in case.items() if isinstance(v, dict) and v and set(v) <= set(letters)]
+    pool = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    rng.shuffle(pool)
+    rename = dict(zip(letters, pool))
+    out = dict(case)
+    for k in specs:
+        ins, _, result = case[k].partition("->")
+        operands = ["".join(rename[ch] for ch in op) for op in ins.split(",")]
+        out[k] = ",".join(operands) + "->" + "".join(rename[ch] for ch in result)
+    for k in sized:
+        out[k] = {rename[letter]: n for letter, n in case[k].items()}
+    return out
+
+
 def _reference_accepts(reference, case) -> bool:
     try:
         value = np.asarray(_plain(reference(**case)), dtype=float)
@@ -514,7 +539,7 @@ def grading_cases(exercise_id: str, seed: int) -> tuple[dict, ...]:
         if len(drawn) >= want:
             break
         base = registered[attempt % want]
-        case = {key: _draw(value, (key,), ranges, rng) for key, value in base.items()}
+        case = _relabel(dict({key: _draw(value, (key,), ranges, rng) for key, value in base.items()}), rng)
         key = case_key(case)
         if key in seen or not _reference_accepts(reference, case):
             continue

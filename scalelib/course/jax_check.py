@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import math
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -282,6 +283,21 @@ def _decode_output(answer):
         raise ValueError(f"a malformed output ({err})") from None
 
 
+#: custom-call targets through which a compiled program calls Python on the host (pure_callback, io_callback,
+#: jax.debug.callback and jax.debug.print), on CPU and GPU, old and FFI forms.
+_CALLBACK_TARGET = re.compile(r'custom_call_target="([^"]*callback[^"]*)"')
+
+
+def host_callback(hlo: str) -> str | None:
+    """The custom-call target of the first host callback in `hlo` (None when there is none).
+
+    >>> host_callback('%c = f32[4] custom-call(f32[4] %x), custom_call_target="xla_ffi_python_cpu_callback"')
+    'xla_ffi_python_cpu_callback'
+    """
+    found = _CALLBACK_TARGET.search(hlo)
+    return found.group(1) if found else None
+
+
 def judge_case(exercise, case, result, reference) -> tuple[str, str | None, str | None]:
     """(status, problem, likely cause) for one case's `result` (a dict from ``run_jax_case``)."""
     eid = exercise.id
@@ -303,15 +319,26 @@ def judge_case(exercise, case, result, reference) -> tuple[str, str | None, str 
     got, why_not = _decode_output(result.get("answer"))
     if why_not:
         return INCORRECT, f"❌ Exercise {eid}: {why_not} ({where}).", None
-    arrays = input_values(case["arrays"], case["sizes"], case["mesh"], seed=case["seed"],
-                          integers=case.get("integers"))
-    apply = lambda f: f(*arrays, mesh=dict(case["mesh"]), **dict(case.get("kwargs") or {}))  # noqa: E731
-    problem, cause = value_problem(exercise, got, apply(reference), apply)
-    if problem:
-        message = f"❌ Exercise {eid}: not quite {where} — {problem}."
-        if cause:
-            message += f"\n   Likely cause: {cause}."
-        return INCORRECT, message, cause
+    callback = host_callback(str(result.get("hlo", "")))
+    if callback:
+        return INCORRECT, (f"❌ Exercise {eid}: your compiled program calls back into Python on the host "
+                           f"({callback}) {where}: jax.pure_callback, io_callback and jax.debug callbacks run on "
+                           f"the host, not the devices, so they cannot answer this exercise."), None
+    seed2 = result.get("seed2")
+    if isinstance(seed2, bool) or not isinstance(seed2, int) or "answer2" not in result:
+        return INCORRECT, f"❌ Exercise {eid}: your function was not run on a second draw of inputs {where}.", None
+    got2, why_not = _decode_output(result.get("answer2"))
+    if why_not:
+        return INCORRECT, f"❌ Exercise {eid}: {why_not} ({where}, a second draw of inputs).", None
+    for seed, output, note in ((case["seed"], got, ""), (seed2, got2, " on a second draw of inputs")):
+        arrays = input_values(case["arrays"], case["sizes"], case["mesh"], seed=seed, integers=case.get("integers"))
+        apply = lambda f, arrays=arrays: f(*arrays, mesh=dict(case["mesh"]), **dict(case.get("kwargs") or {}))  # noqa: E731
+        problem, cause = value_problem(exercise, output, apply(reference), apply)
+        if problem:
+            message = f"❌ Exercise {eid}: not quite {where}{note} — {problem}."
+            if cause:
+                message += f"\n   Likely cause: {cause}."
+            return INCORRECT, message, cause
     trouble = rule_problem(exercise.rule, case, str(result.get("hlo", "")), result.get("replicated"))
     if trouble:
         return INCORRECT, f"❌ Exercise {eid}: the values are right {where}, but {trouble}", None

@@ -306,7 +306,8 @@ def _hlo_for_grader(text: str) -> str:
         return text
     from .._jax_bridge import KINDS
 
-    lines = [line for line in text.splitlines() if line.startswith("HloModule") or any(k in line for k in KINDS)]
+    lines = [line for line in text.splitlines()
+             if line.startswith("HloModule") or "callback" in line or any(k in line for k in KINDS)]
     return "\n".join(lines)[:MAX_HLO]
 
 
@@ -317,15 +318,19 @@ def run_jax_case(function, case: dict, time_limit_s: float = 0.0) -> dict:
     book's notation, their sizes and a seed: the inputs are drawn from the seed and
     sharded on a simulated mesh (:func:`scalelib.sharded_inputs`), then
     ``jax.jit(function)`` is compiled and run on them, called as
-    ``function(*arrays, mesh=mesh, **kwargs)``. The result: ``{"result": "value",
+    ``function(*arrays, mesh=mesh, **kwargs)``. It is traced and compiled from the
+    inputs' shapes alone, then run on the case's inputs and on a second draw
+    (``seed2``, drawn after compiling). The result: ``{"result": "value",
     "answer": <the output, as describe() gives it>, "hlo": <the compiled HLO text>,
-    "replicated": <whether the output is whole on every device>}``, or ``"none"``,
+    "replicated": <whether the output is whole on every device>, "seed2": ...,
+    "answer2": <the output on the second draw>}``, or ``"none"``,
     ``"not implemented"``, ``"error"`` (type, message), ``"timeout"`` or
     ``"unavailable"`` (the mesh or the inputs could not be made here: too few
     devices, no JAX). Nothing here judges anything.
     """
     try:
         import functools
+        import secrets
 
         import jax
 
@@ -333,33 +338,45 @@ def run_jax_case(function, case: dict, time_limit_s: float = 0.0) -> dict:
         from .._jax_collectives import sharded_inputs
 
         mesh = simulated_mesh(dict(case["mesh"]))
-        inputs = sharded_inputs(list(case["arrays"]), dict(case["sizes"]), mesh, seed=case["seed"],
-                                integers=case.get("integers"))
+
+        def draw(seed):
+            return sharded_inputs(list(case["arrays"]), dict(case["sizes"]), mesh, seed=seed,
+                                  integers=case.get("integers"))
+
+        shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding) for x in draw(case["seed"])]
         bound = functools.partial(function, mesh=mesh, **dict(case.get("kwargs") or {}))
     except Exception as err:  # noqa: BLE001 - no JAX, too few devices, a malformed case
         return {"result": "unavailable", "message": f"{type(err).__name__}: {_safe_text(err)}"}
 
     def attempt():
-        compiled = jax.jit(bound).lower(*inputs).compile()
-        output = compiled(*inputs)
+        # Traced and compiled from shapes alone: no input value exists anywhere while the function is traced, so
+        # nothing it finds (in a caller's frame, say) can stand in for the computation. Then run on the case's
+        # inputs, and on a second draw made only now, which no trace could have seen.
+        compiled = jax.jit(bound).lower(*shapes).compile()
+        output = compiled(*draw(case["seed"]))
         jax.block_until_ready(output)
-        return compiled.as_text(), output
+        seed2 = 10**6 + secrets.randbelow(10**9)
+        output2 = compiled(*draw(seed2))
+        jax.block_until_ready(output2)
+        return compiled.as_text(), output, seed2, output2
 
     status, value = _timed(attempt, time_limit_s)
     if status == "failed":
         return value
-    hlo, output = value
+    hlo, output, seed2, output2 = value
     if output is None:
         return {"result": "none"}
     replicated = None
     if isinstance(output, jax.Array):
         replicated = bool(output.sharding.is_fully_replicated)
-        answer = describe(output)
+        answer, answer2 = describe(output), describe(output2)
     elif isinstance(output, (tuple, list, dict)):
         answer = _unreadable(output, TypeError(f"a {type(output).__name__} of {len(output)} items; return one array"))
+        answer2 = answer
     else:
-        answer = describe(output)
-    return {"result": "value", "answer": answer, "hlo": _hlo_for_grader(hlo), "replicated": replicated}
+        answer, answer2 = describe(output), describe(output2)
+    return {"result": "value", "answer": answer, "hlo": _hlo_for_grader(hlo), "replicated": replicated,
+            "seed2": seed2, "answer2": answer2}
 
 
 def call_recorded_jax(exercise_id: str, cases_json: str, time_limit_s: float = 30.0) -> None:
