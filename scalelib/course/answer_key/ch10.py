@@ -20,8 +20,9 @@ from ..check import Exercise, register
 from ..jax_check import CollectiveRule
 from ._tools import define, slip
 from ..._derivation import Derivation, explain
+from ..._jax_collectives import collective_matmul_time_s
 from ..._roofline import matmul_flops, t_comms_s, t_math_s
-from ..._specs import bytes_per_value
+from ..._specs import bytes_per_value, chip as chip_spec
 
 
 def _case(mesh, sizes, arrays, seed, **extra) -> dict:
@@ -356,4 +357,76 @@ register(Exercise(
             "W_in, which holds only its share of the columns",
     },
     book=("Ex1", "Q4"),
+))
+
+
+# 10.10 -----------------------------------------------------------------------
+
+_V6E = dict(B=2048, D=4096, F=16384, mesh={"X": 2, "Y": 4})  # a TPU v6e 2x4 slice: Y is a line of four chips
+
+
+def _v6e_times(chip: str = "tpu-v6e", value_bytes: float = 2, wraparound: bool = False, W_scale: float = 1.0,
+               last_step: bool = True, steps_with_transfer: int = 3) -> np.ndarray:
+    """[gather first, one way] of the collective matmul on the v6e slice; the defaults give the reference.
+
+    A slip of 10.10 is one of them changed: the chip, the bytes per value, Y taken as a ring, the link's bandwidth
+    counted both ways (W_scale=2), the last multiplication left out, or every one of the Y steps counted as
+    waiting for a transfer (steps_with_transfer=4).
+    """
+    B, D, F, mesh = _V6E["B"], _V6E["D"], _V6E["F"], _V6E["mesh"]
+    X, Y = mesh["X"], mesh["Y"]
+    spec = chip_spec(chip)
+    t_blk = value_bytes * (B // X) * (D // Y) / (W_scale * spec.ici_link_bytes_per_s_one_way)
+    t_mm = matmul_flops(B // X, D // Y, F // Y) / spec.bf16_flops_per_s
+    gather = (Y - 1) * t_blk / (2 if wraparound else 1) + Y * t_mm
+    one_way = steps_with_transfer * max(t_blk, t_mm) + (t_mm if last_step else 0)
+    return np.array([gather, one_way])
+
+
+def _without_spec_lines(d: Derivation) -> Derivation:
+    """`d` without the lines that only quote a chip's figure (W, C): the `where` lines say what they are."""
+    return replace(d, steps=tuple(_without_spec_lines(s) for s in d.steps if not s.symbol.startswith(("W(", "C("))))
+
+
+def _v6e_collective_matmul() -> Derivation:
+    """Reference for 10.10: the book's collective matmul on a TPU v6e 2x4 slice, gathering first and one way."""
+    B, D, F, mesh = _V6E["B"], _V6E["D"], _V6E["F"], _V6E["mesh"]
+    first = explain(collective_matmul_time_s, B, D, F, "tpu-v6e", mesh=mesh, schedule="gather first",
+                    wraparound=False)
+    one_way = explain(collective_matmul_time_s, B, D, F, "tpu-v6e", mesh=mesh, schedule="one way",
+                      wraparound=False)
+    result = Derivation("answer", "[T(gather first), T(one way)]", "", np.array([first.value, one_way.value]),
+                        "s", (_without_spec_lines(first), _without_spec_lines(one_way)))
+    return define(result, {"b": "bytes per bf16 value",
+                           "B, D, F": "the tokens, the model width and the MLP width",
+                           "X, Y": "the slice's axes, 2 and 4 chips (a 2x4 slice: Y is a line, without wraparound)",
+                           "W": "one ICI link's one-way bandwidth on a TPU v6e",
+                           "C": "the TPU v6e's bf16 peak"})
+
+
+_10_10 = _v6e_times()
+
+register(Exercise(
+    id="10.10",
+    title="The collective matmul on a TPU v6e 2x4 slice: does the overlap pay?",
+    reference=_v6e_collective_matmul,
+    unit="s",
+    involves=frozenset(),
+    mistakes={
+        slip(_v6e_times(wraparound=True), _10_10):
+            "a 2x4 slice has no wraparound links: Y is a line, so the AllGather's blocks reach an end chip over one "
+            "link, one way, (Y − 1)·T_blk, not half of that",
+        slip(_v6e_times(wraparound=True, W_scale=2), _10_10):
+            "a step sends its block over one link in one direction: use the link's one-way bandwidth",
+        slip(_v6e_times(value_bytes=4), _10_10):
+            "check the bytes per value: the blocks are bf16, 2 bytes a value",
+        slip(_v6e_times(chip="tpu-v5e"), _10_10):
+            "those are a TPU v5e's figures; the slice is a TPU v6e",
+        slip(_v6e_times(last_step=False), _10_10):
+            "after the Y − 1 steps that each overlap a transfer, the last block still has to be multiplied: "
+            "add one T_mm",
+        slip(_v6e_times(steps_with_transfer=4), _10_10):
+            "only Y − 1 steps send a block; the last step multiplies the block that has just arrived",
+    },
+    book=("Ex1",),
 ))
