@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ._errors import InvalidValueError, unknown
+from ._plot import _legible
 from ._specs import ChipSpec, chip as _chip, chips as _chips
 from ._topology import GpuCluster, TpuSlice, gpu_cluster
 from ._units import fmt
@@ -48,6 +49,7 @@ LINK_COLOR, WRAP_COLOR, ROUTE_COLOR = "#9AA5B1", "#E08E0B", "#C0392B"
 MAX_BOXES = 16  # boxes drawn per level of a fat tree before eliding the middle
 
 
+
 # --- helpers ------------------------------------------------------------------
 
 def _axes(ax, figsize):
@@ -58,6 +60,13 @@ def _axes(ax, figsize):
         _, ax = plt.subplots(figsize=figsize)
     elif not isinstance(ax, Axes):
         raise InvalidValueError(f"`ax` must be a matplotlib Axes or None, got {shown(ax)}")
+    return ax
+
+
+def _shown(ax, created: bool):
+    """`ax`, its figure's text raised to a legible size on the site when this module drew the figure."""
+    if created:
+        _legible(ax.figure)
     return ax
 
 
@@ -173,6 +182,7 @@ def draw_torus(topology: TpuSlice, *, route=None, ax=None):
     width = cols * (X - 1) + (cols - 1) * gap + 2
     height = rows * (Y - 1) + (rows - 1) * (gap + 0.6) + 2
     step_in = min(0.6, 6.8 / width)  # inches per grid step: at most 8 inches wide
+    created = ax is None
     ax = _axes(ax, figsize=(1.2 + step_in * width, min(10, 1.6 + step_in * height)))
     box = ax.get_position()
     fig_w, fig_h = ax.figure.get_size_inches()
@@ -231,7 +241,7 @@ def draw_torus(topology: TpuSlice, *, route=None, ax=None):
     ax.legend(loc="upper left", bbox_to_anchor=(0, 0), fontsize=7, frameon=False, ncol=2, markerscale=0.6)
     _schematic(ax, (points[:, 0].min() - 1.4, points[:, 0].max() + 1.0),
                (points[:, 1].min() - 1.4, points[:, 1].max() + (1.3 if Z > 1 else 0.8)), title)
-    return ax
+    return _shown(ax, created)
 
 
 def _draw_route(ax, path, at, side_by_side, n_z, stub, lw, cell_pt, label_ends):
@@ -304,6 +314,7 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
     n_gpu, n_switch = node.gpus_per_node, NVSWITCHES_PER_NODE[spec.name]
     egress = spec.scale_out_bytes_per_s_per_node
     n_nic = node.ports_per_node if egress is not None else 0
+    created = ax is None
     ax = _axes(ax, figsize=(8, 4.6 if n_gpu <= 8 else 5.6))
     W = 12.0  # width of the drawing; labels go to the right of it
     nvlink = fmt(node.nvlink_bytes_per_s_per_gpu, "B/s")
@@ -372,7 +383,7 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
              color="#EEEEEE", fontsize=8)
     _schematic(ax, (-0.2, W + 4.2), (bottom - 0.2, top + 0.2),
                f"{spec.name} node: {n_gpu} GPUs joined by {n_switch} NVSwitches")
-    return ax
+    return _shown(ax, created)
 
 
 def draw_fat_tree(topology: GpuCluster, *, ax=None):
@@ -405,6 +416,7 @@ def draw_fat_tree(topology: GpuCluster, *, ax=None):
     if not isinstance(topology, GpuCluster):
         hint = "; use draw_torus for a TpuSlice" if isinstance(topology, TpuSlice) else ""
         raise InvalidValueError(f"`topology` must be a GpuCluster (from gpu_cluster), got {topology!r}{hint}")
+    created = ax is None
     ax = _axes(ax, figsize=(8, 4.4))
     W, height = 12.0, 0.55
     n_su = topology.num_scalable_units
@@ -467,7 +479,7 @@ def draw_fat_tree(topology: GpuCluster, *, ax=None):
     title = (f"{topology.spec.name} cluster: {topology.num_nodes} node{'s' if topology.num_nodes > 1 else ''}, "
              f"{topology.num_gpus} GPUs, {topology.levels}-level InfiniBand fat tree")
     _schematic(ax, (-0.2, W + 4.4), (-0.4, top + 0.3), title)
-    return ax
+    return _shown(ax, created)
 
 
 # --- chapters 2 and 12: one chip --------------------------------------------
@@ -500,9 +512,9 @@ def draw_chip(chip: str | ChipSpec, *, ax=None):
     """
     spec = _chip(chip)
     if spec.family == "tpu":
-        return _draw_tpu_chip(spec, _axes(ax, figsize=(8, 4.8)))
+        return _shown(_draw_tpu_chip(spec, _axes(ax, figsize=(8, 4.8))), ax is None)
     if spec.family == "gpu":
-        return _draw_gpu_chip(spec, _axes(ax, figsize=(8, 4.8)))
+        return _shown(_draw_gpu_chip(spec, _axes(ax, figsize=(8, 4.8))), ax is None)
     raise InvalidValueError(f"`chip` must be a TPU or a GPU for a block diagram, got {spec.name} ({spec.family})")
 
 
@@ -700,4 +712,6 @@ def plot_spec_comparison(chips: Iterable[str | ChipSpec] | None = None, *,
                       else f"{SPEC_FIELDS[fields[0]][0]} per chip", fontsize=10)
     if ax is None:
         fig.tight_layout()
+    if ax is None:
+        _legible(fig)
     return axes[0] if len(fields) == 1 else fig

@@ -258,16 +258,19 @@ def plot_pipeline_schedule(stages, microbatches, *, schedule="1f1b", virtual_sta
     sched = pipeline_schedule(stages, microbatches, schedule=schedule, virtual_stages=virtual_stages,
                               backward_ratio=backward_ratio)
     p, m, v = sched.stages, sched.microbatches, sched.virtual_stages
-    ax = _axes(ax, figsize=(min(14.0, 3.0 + 0.35 * sched.time * v ** 0.5), 0.5 + 0.45 * p))
+    created = ax is None
+    # At most 9.5 in wide: the site shows a wider figure scaled down, its labels too small to read.
+    ax = _axes(ax, figsize=(min(9.5, 3.0 + 0.35 * sched.time * v ** 0.5), 0.7 + 0.5 * p))
     cmap = colormaps["tab20"]
+    labels = []
     for op in sched.ops:
         colour = cmap((2 * op.microbatch) % 20 + (0 if op.kind == "B" else 1))
         ax.barh(op.stage, op.end - op.start, left=op.start, height=0.8, color=colour, edgecolor="black",
                 linewidth=0.4)
         width = op.end - op.start
-        if width * 12 >= len(str(op.microbatch)) * 2.5 * max(1.0, sched.time / 40):
-            label = f"{op.microbatch}" + (f".{op.chunk}" if v > 1 else "")
-            ax.text(op.start + width / 2, op.stage, label, ha="center", va="center", fontsize=7)
+        label = f"{op.microbatch}" + (f".{op.chunk}" if v > 1 else "")
+        labels.append((ax.text(op.start + width / 2, op.stage, label, ha="center", va="center", fontsize=9),
+                       op.start, op.end))
     ax.set_yticks(range(p), [f"stage {s}" for s in range(p)])
     ax.invert_yaxis()
     ax.set_xlim(0, sched.time)
@@ -276,4 +279,13 @@ def plot_pipeline_schedule(stages, microbatches, *, schedule="1f1b", virtual_sta
     name = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": f"interleaved 1F1B (v = {v})"}[sched.schedule]
     ax.set_title(f"{name}: p = {p}, m = {m}; pale = forward, dark = backward; bubble {sched.bubble_fraction:.1%}")
     ax.figure.tight_layout()
+    if created:
+        from ._plot import _legible
+
+        _legible(ax.figure, relayout=True)
+    # A box's number only where it fits inside the box (no label running into the next one).
+    renderer = ax.figure.canvas.get_renderer()
+    for text, start, end in labels:
+        left, right = (ax.transData.transform((x, 0))[0] for x in (start, end))
+        text.set_visible(text.get_window_extent(renderer).width <= 0.92 * (right - left))
     return ax

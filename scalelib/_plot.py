@@ -11,6 +11,44 @@ from ._specs import ChipSpec, dtype_name
 from ._units import fmt
 from ._validate import positive, shown
 
+#: The width (CSS px) of the course site's text column in a 1280 px window: a figure whose image is
+#: wider is shown scaled down to it (measured by tests/test_site.py).
+COLUMN_PX = 676
+#: The smallest text a figure may show there (CSS px).
+MIN_TEXT_PX = 9.5
+
+
+def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, relayout: bool = False):
+    """Raise every text of `fig` (labels, ticks, legends, titles) to at least `min_px` CSS pixels
+    as the site shows it: the figure saved with a tight bounding box at its dpi, then scaled down
+    to the `column_px` text column if wider. Sizes only grow; what the figure shows is unchanged.
+    Returns the smallest text size, in CSS pixels, once shown."""
+    from matplotlib.text import Text
+
+    for _ in range(4):
+        if relayout:
+            fig.tight_layout()
+        renderer = fig.canvas.get_renderer()
+        width_px = fig.get_tightbbox(renderer).width * fig.dpi
+        scale = min(1.0, column_px / width_px)
+        need_pt = min_px / scale * 72.0 / fig.dpi
+        changed = False
+        for ax in fig.axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                labels = [t for t in axis.get_ticklabels(which="both") if t.get_text()]
+                if labels and min(t.get_fontsize() for t in labels) < need_pt - 1e-6:
+                    axis.set_tick_params(which="both", labelsize=need_pt)
+                    changed = True
+        for text in fig.findobj(Text):
+            if text.get_visible() and text.get_text().strip() and text.get_fontsize() < need_pt - 1e-6:
+                text.set_fontsize(need_pt)
+                changed = True
+        if not changed:
+            break
+    texts = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    width_px = fig.get_tightbbox(fig.canvas.get_renderer()).width * fig.dpi
+    return min(texts, default=need_pt) * fig.dpi / 72.0 * min(1.0, column_px / width_px)
+
 
 def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), *, dtype="bf16",
                   bandwidth: str = "hbm", points: Iterable[dict] = (), intensity_range=(1e-1, 1e4), ax=None):
@@ -61,6 +99,7 @@ def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), *, dtyp
         if not isinstance(point, dict) or "intensity" not in point or "flops_per_s" not in point:
             raise InvalidValueError(f"`points` must be dicts with 'intensity' and 'flops_per_s', got {shown(point)}")
         positive("points' intensity", point["intensity"]), positive("points' flops_per_s", point["flops_per_s"])
+    created = ax is None
     ax = _axes(ax, figsize=(8.5, 4.5))
     x = np.logspace(np.log10(low), np.log10(high), 400)
     for spec, dt in zip(specs, dtypes):
@@ -78,8 +117,10 @@ def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), *, dtyp
     ax.set_ylabel("attainable throughput (FLOP/s)")
     ax.set_title(f"Roofline ({'memory' if bandwidth == 'hbm' else bandwidth} bandwidth)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     ax.figure.tight_layout()
+    if created:
+        _legible(ax.figure, relayout=True)
     return ax
 
 

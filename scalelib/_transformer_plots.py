@@ -120,6 +120,11 @@ def plot_model_breakdown(models=("llama-3-8b", "llama-3-70b", "llama-3.1-405b", 
 
     handles = {h.get_label(): h for a in (ax_p, ax_f) for h in a.get_legend_handles_labels()[0]}
     order = [LABELS[c] for c in ("mlp", "attention", "dot_product", "embeddings", "norms")]
-    ax_f.figure.legend([handles[k] for k in order], order, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    ax_f.figure.legend([handles[k] for k in order], order, loc="lower center", ncol=5, fontsize=9, frameon=False)
     ax_f.figure.tight_layout(rect=(0, 0.05, 0.84, 1))
+    if ax is None:
+        from ._plot import _legible
+
+        _legible(ax_f.figure)
+        ax_f.figure.tight_layout(rect=(0, 0.05, 0.84, 1))
     return ax_p, ax_f
