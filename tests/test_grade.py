@@ -530,9 +530,12 @@ def test_the_instructors_page_is_on_the_site_and_says_what_is_not_protected():
     assert "book/instructors" in [c["file"] for part in toc["parts"] for c in part["chapters"]]
     page = (ROOT / "book" / "instructors.md").read_text()
     for needed in ("make site SOLUTIONS=no", "scalelib grade submissions/ --out gradebook", "gradebook.csv",
-                   "not a sandbox for the file system", "docker run --rm --network none", "bwrap", "--strict"):
-        assert needed in page
+                   "## What it does not protect against", "bubblewrap", "--unsafe", "--strict", "--roster",
+                   "--chapter N", "--jobs N", "scalelib autograder --gradescope", "canvas.csv",
+                   "docker run --rm --network none"):
+        assert needed in page, needed
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## For instructors"):readme.index("## For authors")]
-    for needed in ("--out gradebook", "not** a file-system sandbox", "docker run --rm", "SOLUTIONS=no"):
-        assert needed in section
+    for needed in ("--out gradebook", "bubblewrap sandbox", "--unsafe", "**not** protect", "SOLUTIONS=no",
+                   "--gradescope"):
+        assert needed in section, needed
