@@ -7,13 +7,14 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test bench fuzz exercises check-exercises clean help mutation
+.PHONY: setup test bench bench-grade fuzz exercises check-exercises clean help mutation
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make site    - set up .venv and build the website into _build/html"
 	@echo "make test    - run every test (same command as CI)"
 	@echo "make bench   - print scalelib's import time, each notebook's run time, the whole suite's and its 10 slowest tests (SUITE=no: not the suite)"
+	@echo "make bench-grade - time grading 30 notebooks one at a time and GRADE_JOBS (2) at a time"
 	@echo "make fuzz    - explore the property tests with fresh random examples (not in CI; prints what fails)"
 	@echo "make exercises - regenerate exercises/ from solutions/, resync setup cells, rewrite the API pages and the book map"
 
@@ -55,6 +56,11 @@ fuzz: $(VENV)/.installed
 SUITE ?= yes
 bench: $(VENV)/.installed $(if $(filter yes,$(SUITE)),setup site)
 	$(PY) -m scalelib.course.bench $(if $(filter yes,$(SUITE)),--suite -- -n $(WORKERS) --dist loadscope)
+
+# Grading speed: 30 small submissions graded with --jobs 1 and with --jobs $(GRADE_JOBS) (same grades required).
+GRADE_JOBS ?= 2
+bench-grade: $(VENV)/.installed browser
+	$(PY) -m scalelib.course.gradebench --notebooks 30 --jobs $(GRADE_JOBS)
 
 exercises: $(VENV)/.installed
 	$(VENV)/bin/scalelib sync-setup
