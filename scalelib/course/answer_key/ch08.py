@@ -675,3 +675,26 @@ register(Exercise(
         slip(_cost(per_slice=True), _cost()): "the price is per chip-hour: use one chip's tokens per second",
     },
 ))
+
+
+# 8.21 --------------------------------------------------------------------------
+
+def _weight_floor(chips=None) -> Derivation:
+    """Reference for 8.21: LLaMA 3.1-405B's int8 weights read once from the HBM of a v6e 8x8 (or of `chips`)."""
+    if chips is None:
+        return explain(weight_load_time_s, BIG, _v6e((8, 8)), weight_dtype="int8")
+    return explain(weight_load_time_s, BIG, V6E, weight_dtype="int8", num_chips=chips)
+
+
+register(Exercise(
+    id="8.21",
+    title="LLaMA 3.1-405B's forward pass on a v6e 8x8, bound by reading its weights",
+    reference=lambda: _shown(_weight_floor()),
+    unit="s",
+    involves={"dtype"},
+    mistakes={
+        slip(_weight_floor(chips=1), _weight_floor()):
+            "that is one chip reading all the weights; the 64 chips each read their own share at the same time",
+    },
+    book=("Q1",),
+))
