@@ -229,7 +229,7 @@ def _family_codes(g: dict) -> np.ndarray:
 
 
 def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, method, runners_up,
-            rank="roofline") -> PlanSearch:
+            rank="estimate") -> PlanSearch:
     start = time.perf_counter()
     g = _grid(s, slices, pipeline, max_microbatches, remats)
     if method == "numpy":
@@ -279,7 +279,7 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
 
 
 def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up, kw,
-                 rank="roofline"):
+                 rank="estimate"):
     s = _setup(model, B, topology, seq_len=seq_len, **kw)
     sl = count("slices", slices)
     if sl > 1 and s.gpu:
@@ -306,7 +306,7 @@ def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches
 @derivable
 def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_microbatches=64, remat=REMAT,
                  method="numpy", runners_up=5, dtype="bf16", param_dtype="bf16", grad_dtype="bf16", optimizer="adam",
-                 optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0, rank="roofline",
+                 optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0, rank="estimate",
                  flash_attention=True, sequence_parallel=True, losses=LOSSES):
     """Price every legal parallel plan for `model` on `topology` and return the fastest that fits, with runners-up.
 
@@ -315,12 +315,15 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
     `max_microbatches` microbatches (powers of 2; none shorter than a sequence), GPipe, 1F1B and
     interleaved schedules (2 and 4 chunks per stage) when there is a pipeline, and each remat
     policy in `remat`. Each is priced by the cost model of :func:`training_cost`, and ranked by its
-    roofline step (``rank="roofline"``, the default) or by its calibrated estimate (``rank="estimate"``:
-    kernels below peak, elementwise kernels, exposed tensor-parallel collectives on their network tier,
-    which keeps TP inside a GPU node, and the rest of :func:`estimated_step_time_s`'s losses).
+    calibrated estimate (``rank="estimate"``, the default: kernels below peak, elementwise kernels,
+    exposed tensor-parallel collectives on their network tier, which keeps TP inside a GPU node, and the
+    rest of :func:`estimated_step_time_s`'s losses) or by its roofline step (``rank="roofline"``: the
+    book's bound, every matmul at peak and every collective hidden where compute is longer, which may
+    stretch TP across GPU nodes). Either way ``best.time_s`` is the chosen plan's roofline step and
+    ``best.estimated_time_s`` its estimate.
 
     Formula:
-        best = argmin over plans that fit of T_step (the cost model of training_cost)
+        best = argmin over plans that fit of T_est (rank="estimate") or T_step (rank="roofline")
 
     Args:
         model: a model name or a :class:`ModelSpec`.
@@ -336,7 +339,7 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
         runners_up: how many other kinds of plan to report.
         dtype, param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype, hbm_bytes, efficiency: as in
             :func:`training_cost`.
-        rank: ``"roofline"`` (the default) or ``"estimate"``: what "fastest" means.
+        rank: ``"estimate"`` (the default) or ``"roofline"``: what "fastest" means.
         flash_attention, sequence_parallel, losses: as in :func:`training_cost` (flash_attention also in
             the memory each plan needs; the other two only in the estimate).
 
@@ -350,9 +353,12 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
         >>> from scalelib import gpu_cluster
         >>> found = search_plans("llama-3-70b", 4 * 2**20, gpu_cluster(64, "h100"), seq_len=4096)
         >>> found.best.plan
-        ParallelPlan(DP 8 × FSDP 8 × TP 8; 4 microbatches, remat none)
-        >>> fmt(found.best.time_s, "s"), found.evaluated
-        ('3.72 s', 16800)
+        ParallelPlan(FSDP 512; 2 microbatches, remat dot_product)
+        >>> fmt(found.best.estimated_time_s, "s"), fmt(found.best.time_s, "s"), found.evaluated
+        ('5.61 s', '3.81 s', 16800)
+        >>> bound = search_plans("llama-3-70b", 4 * 2**20, gpu_cluster(64, "h100"), seq_len=4096, rank="roofline")
+        >>> bound.best.plan, fmt(bound.best.time_s, "s")
+        (ParallelPlan(DP 8 × FSDP 8 × TP 8; 4 microbatches, remat none), '3.72 s')
     """
     s, sl, pp, mm, remats, method, keep, rank = _search_args(
         model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up,
@@ -381,15 +387,21 @@ class PipelineNeed:
     without_pipeline: TrainingCost | None
     speedup: float
     needed: bool
+    rank: str = "roofline"
 
     @property
     def time_s(self) -> float:
-        return self.with_pipeline.time_s
+        """The step with a pipeline, as ranked: the roofline step, or the estimate under ``rank="estimate"``."""
+        return self._timed(self.with_pipeline)
+
+    def _timed(self, cost: TrainingCost) -> float:
+        return cost.estimated_time_s if self.rank == "estimate" else cost.time_s
 
     def __repr__(self) -> str:
-        without = "nothing fits" if self.without_pipeline is None else fmt(self.without_pipeline.time_s, "s")
-        return (f"PipelineNeed({'needed' if self.needed else 'not needed'}: with PP {fmt(self.with_pipeline.time_s, 's')}"
-                f", without {without}, speedup {self.speedup:.2f}x)")
+        without = "nothing fits" if self.without_pipeline is None else fmt(self._timed(self.without_pipeline), "s")
+        kind = ", estimated" if self.rank == "estimate" else ""
+        return (f"PipelineNeed({'needed' if self.needed else 'not needed'}{kind}: with PP "
+                f"{fmt(self._timed(self.with_pipeline), 's')}, without {without}, speedup {self.speedup:.2f}x)")
 
 
 def needs_pipeline(model, B, topology, *, seq_len, slices=1, threshold=1.05, **options):
@@ -399,13 +411,19 @@ def needs_pipeline(model, B, topology, *, seq_len, slices=1, threshold=1.05, **o
     fits without it. Mostly it is needed where data-parallel communication would otherwise bind: a
     small high-bandwidth domain (8-GPU nodes) under a small batch per chip.
 
+    Unlike :func:`search_plans` it ranks by the roofline unless told otherwise (``rank="roofline"``):
+    the question it answers is chapter 5's, the book's, whether the bound itself needs a pipeline once
+    data-parallel traffic binds. ``rank="estimate"`` asks it of the calibrated estimate instead (each
+    side's plan chosen, and the speedup measured, by ``estimated_time_s``).
+
     Args:
         model, B, topology, seq_len, slices: as in :func:`search_plans`.
         threshold: the speedup that counts as needing PP (>= 1).
-        **options: further options of :func:`search_plans` (``remat``, ``max_microbatches``, dtypes).
+        **options: further options of :func:`search_plans` (``remat``, ``max_microbatches``, dtypes,
+            ``rank``: ``"roofline"`` here by default).
 
     Returns:
-        a :class:`PipelineNeed` (times in s).
+        a :class:`PipelineNeed` (times in s: roofline steps, or estimates under ``rank="estimate"``).
 
     Chapter:
         5 (Parallelism for training)
@@ -425,6 +443,7 @@ def needs_pipeline(model, B, topology, *, seq_len, slices=1, threshold=1.05, **o
     for key in ("pipeline", "method", "runners_up"):
         if key in options:
             raise InvalidValueError(f"`{key}`: needs_pipeline sets it itself")
+    options.setdefault("rank", "roofline")
     best = search_plans(model, B, topology, seq_len=seq_len, slices=slices, runners_up=0, **options).best
     try:
         flat = search_plans(model, B, topology, seq_len=seq_len, slices=slices, pipeline=False, runners_up=0,
@@ -433,8 +452,10 @@ def needs_pipeline(model, B, topology, *, seq_len, slices=1, threshold=1.05, **o
         if "fits nowhere" not in str(err):
             raise
         flat = None
-    speedup = math.inf if flat is None else flat.time_s / best.time_s
-    return PipelineNeed(best, flat, speedup, speedup >= th)
+    rank = options["rank"]
+    timed = (lambda c: c.estimated_time_s) if rank == "estimate" else (lambda c: c.time_s)
+    speedup = math.inf if flat is None else timed(flat) / timed(best)
+    return PipelineNeed(best, flat, speedup, speedup >= th, rank)
 
 
 def _cluster_of(chips: int, chip, *, arg="chip"):
@@ -472,7 +493,9 @@ def pipeline_crossover(model, B, sizes, chip, *, seq_len, **options):
     """The best step with and without pipeline parallelism as a cluster of `chip` grows, at a fixed batch.
 
     GPUs come in whole nodes (8, or 72 for GB200 NVL72); TPUs (3D: v4p, v5p) in slices of 4x4x4 cubes,
-    several slices over DCN once one slice would outgrow the pod.
+    several slices over DCN once one slice would outgrow the pod. Like :func:`needs_pipeline`, which
+    it calls at each size, it ranks by the roofline (the bound whose crossover chapter 5 draws) unless
+    ``rank="estimate"`` is passed; then its MFUs and steps are the estimate's.
 
     Args:
         model: a model name or a :class:`ModelSpec`.
@@ -480,7 +503,7 @@ def pipeline_crossover(model, B, sizes, chip, *, seq_len, **options):
         sizes: chip counts to try (whole numbers).
         chip: the chip (a GPU or a 3D TPU).
         seq_len: T, tokens per sequence.
-        **options: further options of :func:`search_plans`.
+        **options: further options of :func:`search_plans` (``rank``: ``"roofline"`` here by default).
 
     Returns:
         numpy arrays in a dict, keyed ``chips``, ``mfu_with``, ``mfu_without`` (fractions; nan where nothing
@@ -502,12 +525,13 @@ def pipeline_crossover(model, B, sizes, chip, *, seq_len, **options):
     for n in ns:
         topology, slices = _cluster_of(n, chip)
         need = needs_pipeline(model, B, topology, seq_len=seq_len, slices=slices, **options)
-        out["mfu_with"].append(need.with_pipeline.mfu)
-        out["step_with_s"].append(need.with_pipeline.time_s)
+        mfu = (lambda c: c.estimated_mfu) if need.rank == "estimate" else (lambda c: c.mfu)
+        out["mfu_with"].append(mfu(need.with_pipeline))
+        out["step_with_s"].append(need._timed(need.with_pipeline))
         out["plans_with"].append(need.with_pipeline.plan)
         flat = need.without_pipeline
-        out["mfu_without"].append(math.nan if flat is None else flat.mfu)
-        out["step_without_s"].append(math.nan if flat is None else flat.time_s)
+        out["mfu_without"].append(math.nan if flat is None else mfu(flat))
+        out["step_without_s"].append(math.nan if flat is None else need._timed(flat))
         out["plans_without"].append(None if flat is None else flat.plan)
     for key in ("mfu_with", "mfu_without", "step_with_s", "step_without_s"):
         out[key] = np.array(out[key], dtype=float)

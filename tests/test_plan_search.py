@@ -49,7 +49,7 @@ def test_the_vectorised_search_agrees_with_the_reference_loop_to_the_last_bit(mo
 
 def test_the_search_prices_each_plan_as_training_cost_does():
     topo = sl.tpu_slice((4, 4, 4), "tpu-v5p")
-    found = sl.search_plans("llama-3-8b", 2**20, topo, seq_len=4096, method="numpy")
+    found = sl.search_plans("llama-3-8b", 2**20, topo, seq_len=4096, method="numpy", rank="roofline")
     g = found.grid
     legal = np.flatnonzero(np.isfinite(found.step_times_s))
     for i in legal[:: max(1, legal.size // 40)]:
@@ -106,7 +106,10 @@ def test_runners_up_are_other_kinds_of_parallelism_each_with_its_reason():
     assert len(families) >= 3  # on 16,384 GPUs many kinds of parallelism fit
     assert found.best.plan.family not in families and len(set(families)) == len(families)
     assert all(why.split(":")[0].endswith("slower") or why.startswith("fits nowhere") for _, why in found.runners_up)
-    assert found.table().startswith("| plan | step | MFU |")
+    assert found.rank == "estimate"  # the default ranking, its table led by the estimate
+    assert found.table().startswith("| plan | estimated step | estimated MFU | roofline step |")
+    bound = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(2048, "h100"), seq_len=4096, rank="roofline")
+    assert bound.table().startswith("| plan | step | MFU |")
 
 
 def test_llama_3_405b_on_16384_gpus_is_searched_over_every_plan():
@@ -212,8 +215,29 @@ def test_ranked_by_the_estimate_the_search_prices_each_plan_as_training_cost_est
     for cost, why in found.runners_up:
         if why.split(":")[0].endswith("slower"):
             assert why.startswith(f"{cost.estimated_time_s / found.best.estimated_time_s - 1:.0%} slower: ")
-    roofline = sl.search_plans("llama-3-8b", 2**20, topo, seq_len=4096)
+    roofline = sl.search_plans("llama-3-8b", 2**20, topo, seq_len=4096, rank="roofline")
     assert roofline.rank == "roofline" and roofline.estimated_times_s is None
+    default = sl.search_plans("llama-3-8b", 2**20, topo, seq_len=4096, flash_attention=False,
+                              sequence_parallel=False)
+    assert default.rank == "estimate" and default.best.plan == found.best.plan  # the estimate is the default
+
+
+def test_needs_pipeline_asks_the_bound_unless_told_to_ask_the_estimate():
+    B, cluster = 4 * 2**20, sl.gpu_cluster(2048, "h100")
+    bound = sl.needs_pipeline("llama-3-70b", B, cluster, seq_len=4096)
+    assert bound.rank == "roofline"
+    assert bound.speedup == pytest.approx(bound.without_pipeline.time_s / bound.with_pipeline.time_s, rel=1e-12)
+    est = sl.needs_pipeline("llama-3-70b", B, cluster, seq_len=4096, rank="estimate")
+    assert est.rank == "estimate" and "estimated" in repr(est)
+    assert est.speedup == pytest.approx(est.without_pipeline.estimated_time_s / est.with_pipeline.estimated_time_s,
+                                        rel=1e-12)
+    assert est.time_s == est.with_pipeline.estimated_time_s
+    out = sl.pipeline_crossover("llama-3-70b", B, [512], "h100", seq_len=4096, rank="estimate")
+    assert out["mfu_with"][0] == est_mfu(out["plans_with"][0], B) and out["mfu_with"][0] < 0.8
+
+
+def est_mfu(plan, B):
+    return sl.training_cost("llama-3-70b", B, plan, sl.gpu_cluster(64, "h100"), seq_len=4096).estimated_mfu
 
 
 def test_the_ranking_is_checked():
