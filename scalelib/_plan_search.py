@@ -68,6 +68,13 @@ class PlanSearch:
     def time_s(self) -> float:
         return self.best.time_s
 
+    def plan_at(self, i: int) -> ParallelPlan:
+        """The plan at position `i` of ``grid`` (and of ``step_times_s``, ``memory_bytes``, ``estimated_times_s``)."""
+        n = self.step_times_s.size
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < n:
+            raise InvalidValueError(f"`i` must be a whole number from 0 to {n - 1}, got {shown(i)}")
+        return _plan_at(self.grid, int(i))
+
     def table(self) -> str:
         """A Markdown table of the best plan and the runners-up: step time, MFU, memory, why each loses."""
         if self.rank == "estimate":

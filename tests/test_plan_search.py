@@ -243,3 +243,12 @@ def est_mfu(plan, B):
 def test_the_ranking_is_checked():
     with pytest.raises(sl.UnknownNameError, match=r"^`rank`: unknown ranking 'fastest': expected one of estimate, roofline"):
         sl.search_plans("llama-3-8b", 2**20, sl.gpu_cluster(1, "h100"), seq_len=4096, rank="fastest")
+
+
+def test_plan_at_names_the_plan_of_each_position_of_the_grid():
+    found = sl.search_plans("llama-3-8b", 2**20, sl.gpu_cluster(2, "h100"), seq_len=4096)
+    i = int(np.argmin(np.where(found.memory_bytes <= 80e9, found.estimated_times_s, np.inf)))
+    assert found.plan_at(i) == found.best.plan
+    for bad in (-1, found.step_times_s.size, 1.5, True):
+        with pytest.raises(sl.InvalidValueError, match=r"^`i` must be a whole number from 0 to "):
+            found.plan_at(bad)
