@@ -21,7 +21,10 @@ from .ch04 import _letters as _book_letters
 from .ch04 import _used
 from .ch07 import _letters, _short
 from ..._derivation import Derivation, explain, q
+from ..._estimate import INFERENCE_LOSSES
+from ..._estimate import constants as estimate_constants
 from ..._inference import (
+    estimated_generate_step_time_s,
     generate_model_parallel_max_degree,
     generate_step_time_s,
     max_batch_size,
@@ -697,4 +700,75 @@ register(Exercise(
             "that is one chip reading all the weights; the 64 chips each read their own share at the same time",
     },
     book=("Q1",),
+))
+
+
+# 8.22 --------------------------------------------------------------------------
+
+TRT_BATCH, TRT_CHIPS = 64, 4  # 8.22: TensorRT-LLM 0.5's Llama 2 70B at batch 64, tensor parallelism 4 (trtllm-h100x4-b64)
+
+
+def _llama2():
+    """Llama 2 70B: LLaMA 3-70B's shape with Llama 2's vocabulary (as the inference validation table has it)."""
+    return model(LLAMA).derive("Llama 2 70B", V=32000)
+
+
+def _charged_allreduces() -> float:
+    """What the calibrated estimate charges for a generate step's TP AllReduces: the step with every loss less the
+    step without `tensor_collectives` (the first of the 128 steps, cache of the 128-token prompt; the AllReduces
+    do not depend on the context)."""
+    kw = dict(num_chips=TRT_CHIPS, batch=TRT_BATCH, context=128, weight_dtype="fp8", kv_dtype="fp8",
+              compute_dtype="fp8")
+    every = estimated_generate_step_time_s(_llama2(), "h100", **kw)
+    return float(every - estimated_generate_step_time_s(_llama2(), "h100", losses=INFERENCE_LOSSES[:2], **kw))
+
+
+def _allreduces(per_layer=2, latencies=2, value_bytes=2, batch=TRT_BATCH, achieved=True, ring=True,
+                bytes_phases=2) -> Derivation:
+    """Reference for 8.22 (and, with other arguments, its slips): L · 2 AllReduces of [B, D] in bf16 over NVLink,
+    each 2α + 2·(n − 1)/n · V / (e·W)."""
+    m, n, k = _llama2(), TRT_CHIPS, estimate_constants()
+    W, e, alpha = chip("h100").scale_up_bytes_per_s_per_gpu, k["nvlink"]["achieved"] if achieved else 1.0, \
+        k["nvlink"]["latency_s"]
+    V = batch * m.D * value_bytes
+    share = (n - 1) / n if ring else 1.0
+    one = latencies * alpha + bytes_phases * share * V / (e * W)
+    ar = Derivation("T_AR", "2·α + 2·(n − 1)/n · V / (e·W)",
+                    f"2·{q(alpha, 's')} + 2·({n} − 1)/{n} · {q(V, 'B')} / ({q(e)}·{q(W, 'B/s')})", one, "s",
+                    where=(f"V: the activations [B, D] = {batch}·{m.D} values of {value_bytes} B (bf16); n: the {n} "
+                           f"GPUs; W: an H100's NVLink bandwidth, one direction; e: the share of it a collective "
+                           f"achieves; α: the latency of each phase (a reduce-scatter, then an all-gather)",))
+    value = m.L * per_layer * one
+    if (per_layer, latencies, value_bytes, batch, achieved, ring, bytes_phases) == (2, 2, 2, TRT_BATCH, True, True, 2):
+        assert abs(value / _charged_allreduces() - 1) < 1e-9, "8.22's reference no longer matches the estimate"
+    return Derivation("T_collectives", "L · 2 · T_AR", f"{m.L} · 2 · {q(one, 's')}", value, "s", (ar,),
+                      where=("L: layers; two AllReduces per layer, after attention and after the MLP",))
+
+
+register(Exercise(
+    id="8.22",
+    title="The tensor-parallel AllReduces of one TensorRT-LLM generate step: Llama 2 70B at batch 64 on 4 H100s",
+    reference=_allreduces,
+    unit="s",
+    mistakes={
+        slip(_allreduces(latencies=1), _allreduces()):
+            "an AllReduce here is a reduce-scatter and then an all-gather, and each phase pays its own latency",
+        slip(_allreduces(latencies=0), _allreduces()):
+            "each collective also pays a fixed latency to start, whatever its size: at this batch it is most of "
+            "the time",
+        slip(_allreduces(per_layer=1), _allreduces()):
+            "a layer sums its partial outputs twice, after attention and after the MLP: two AllReduces per layer",
+        slip(_allreduces(per_layer=4), _allreduces()):
+            "on GPUs the chapter charges two AllReduces per layer, one after attention and one after the MLP, "
+            "not four collectives",
+        slip(_allreduces(bytes_phases=1), _allreduces()):
+            "your bandwidth term is too small: the activations stay bf16 whatever the weights, both phases move "
+            "(n − 1)/n of them, and W is one direction's NVLink bandwidth",
+        slip(_allreduces(achieved=False), _allreduces()):
+            "collectives reach only part of NVLink's data-sheet bandwidth: use the achieved share the chapter states",
+        slip(_allreduces(ring=False), _allreduces()):
+            "each phase moves (n − 1)/n of the activations through a GPU's links, not all of them",
+        slip(_allreduces(batch=1), _allreduces()):
+            "the AllReduce carries the activations of the whole batch, [B, D], not one sequence's",
+    },
 ))
