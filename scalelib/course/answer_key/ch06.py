@@ -29,6 +29,7 @@ from ..._plan_search import search_plans
 from ..._specs import chip
 from ..._topology import gpu_cluster, tpu_pod, tpu_slice
 from ..._transformer import params
+from ..._validation_training import published_plan_estimate
 
 SMALL = "llama-3-8b"
 BIG = "llama-3.1-405b"
@@ -422,7 +423,9 @@ _6_14 = dict(nodes=1024, efficiency=0.75)
 
 def _h100(efficiency: float | None = None) -> Derivation:
     eff = _6_14["efficiency"] if efficiency is None else efficiency
-    found = explain(search_plans, BIG, BIG_B, gpu_cluster(_6_14["nodes"], "h100"), seq_len=T, efficiency=eff)
+    # ranked by the roofline, which the efficiency calibrates (the default, the calibrated estimate, has its own)
+    found = explain(search_plans, BIG, BIG_B, gpu_cluster(_6_14["nodes"], "h100"), seq_len=T, efficiency=eff,
+                    rank="roofline")
     step = found.value
     d = Derivation("[T_step, days]", "[T_step, tokens / B · T_step / day]",
                    f"[{q(step, 's')}, {q(BIG_TOKENS)} / {BIG_B} · {q(step, 's')} / 86400 s]",
@@ -447,4 +450,63 @@ register(Exercise(
         slip(_h100_at_40(), _h100()):
             "that assumes an MFU; the question asks for the plan search's best plan under its calibration",
     },
+))
+
+
+# 6.15 ------------------------------------------------------------------------
+# One loss of the calibrated estimate, for a run the chapter tabulates but does not draw: the exposed
+# tensor-parallel collectives of Korthikanti et al. 2022's 22B GPT on one node of 8 A100s (selective
+# recomputation, sequence parallelism). The reference is the estimate's own `tensor_collectives` loss.
+
+_6_15 = dict(run="korthikanti-22b-selective", L=48, D=6144, B=4 * 2048, m=1, n=8, b=2, achieved=0.8,
+             latency=10e-6)
+
+
+def _tp_formula(*, passes=2, layers=None, n_frac=True, b=None, achieved=None, W=None, latency=None) -> float:
+    """The question's formula with one of its terms changed (the slips)."""
+    c = _6_15
+    L = c["L"] if layers is None else layers
+    W = chip("a100").scale_up_bytes_per_s_per_gpu if W is None else W
+    f = c["achieved"] if achieved is None else achieved
+    lat = c["latency"] if latency is None else latency
+    V = (c["b"] if b is None else b) * c["B"] * c["D"]
+    share = (c["n"] - 1) / c["n"] if n_frac else 1.0
+    return passes * L * c["m"] * 4 * (lat + share * V / (f * W))
+
+
+def _tp_collectives() -> Derivation:
+    c = _6_15
+    W = chip("a100").scale_up_bytes_per_s_per_gpu
+    value = published_plan_estimate(c["run"]).losses_s["tensor_collectives"]
+    d = Derivation("T_TP", "2 · L · m · 4 · (α + (n − 1)/n · b·B·D / (f · W))",
+                   f"2 · {c['L']} · {c['m']} · 4 · ({q(c['latency'], 's')} + {c['n'] - 1}/{c['n']} · "
+                   f"{c['b']}·{c['B']}·{c['D']} B / ({c['achieved']} · {q(W, 'B/s')}))", value, "s",
+                   where=("the calibrated estimate's tensor_collectives loss of the run "
+                          "(sl.published_plan_estimate('korthikanti-22b-selective').losses_s)",))
+    return define(d, {"L": "layers", "m": "microbatches per step",
+                      "α": "the latency of one collective on NVLink",
+                      "n": "GPUs in the tensor-parallel group", "b": "bytes per bf16 value",
+                      "B": "tokens per microbatch", "D": "the model width",
+                      "f": "the share of NVLink's bandwidth a collective achieves",
+                      "W": "an A100's NVLink bandwidth per direction"})
+
+
+register(Exercise(
+    id="6.15",
+    title="The exposed tensor-parallel collectives of Megatron's 22B run",
+    reference=_tp_collectives,
+    unit="s",
+    mistakes={
+        slip(_tp_formula(passes=1), _tp_collectives()): "that is the forward pass only; the backward runs as many "
+                                                         "collectives again",
+        slip(_tp_formula(layers=1), _tp_collectives()): "that is one layer; every layer of the model runs them",
+        slip(_tp_formula(achieved=1.0), _tp_collectives()): "that is NVLink's full data-sheet bandwidth; a "
+                                                             "collective achieves 80% of it",
+        slip(_tp_formula(n_frac=False), _tp_collectives()): "that moves the whole array; in a ring each GPU sends "
+                                                             "(n − 1)/n of it",
+        slip(_tp_formula(b=4), _tp_collectives()): "that is 4 bytes per value (f32); the activations are bf16",
+        slip(_tp_formula(W=chip("a100").scale_out_bytes_per_s_per_node / 8, achieved=0.9, latency=20e-6),
+             _tp_collectives()): "that is InfiniBand's tier; the 8 GPUs of the group share one node's NVLink",
+    },
+    book=(),
 ))
