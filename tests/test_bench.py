@@ -36,3 +36,21 @@ def test_a_failing_suite_is_reported_with_its_exit_status(tmp_path):
     (tmp_path / "test_one.py").write_text("def test_bad():\n    assert 1 + 1 == 3\n")
     _, summary, _ = suite_time_s(tmp_path)
     assert "1 failed" in summary and summary.endswith("(exit 1)")
+
+
+def test_a_page_s_weight_is_its_html_and_each_local_asset_it_loads_once(tmp_path):
+    from scalelib.course.bench import page_weight_bytes, page_weights
+
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "theme.css").write_bytes(b"x" * 100)
+    (tmp_path / "_static" / "app.js").write_bytes(b"y" * 1000)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "plot.png").write_bytes(b"z" * 10)
+    html = ('<html><head><link rel="stylesheet" href="../_static/theme.css?v=1">'
+            '<script src="../_static/app.js"></script><script src="../_static/app.js?digest=2"></script>'
+            '<script src="https://cdn.example.invalid/x.js"></script><script src="../_static/gone.js"></script>'
+            '</head><body><img src="plot.png"><img src="data:image/png;base64,AAAA"></body></html>')
+    (tmp_path / "book" / "page.html").write_text(html)
+    html_bytes, asset_bytes, missing = page_weight_bytes(tmp_path / "book" / "page.html", tmp_path)
+    assert (html_bytes, asset_bytes, missing) == (len(html), 1110, ["../_static/gone.js"])
+    assert page_weights(tmp_path) == {"book/page": (len(html), 1110)}  # _static/ holds no page

@@ -8,8 +8,15 @@ on 127.0.0.1, and checked for what a reader would notice:
   its part of the toc, its exercise and solution pages saying what they are;
 - real text, math typeset by KaTeX, tables rendered (no raw Markdown rows), no
   test markers, nothing cut off at a phone's width;
-- images: each one loaded, with an alt text or shown as a figure or a cell's
-  output; every chapter page shows at least one;
+- images: each one loaded, with an alt text that says what it shows (not its
+  file name); every chapter page shows at least one;
+- nothing cut: at 390 px no page scrolls sideways and every box that scrolls
+  (a wide table, an equation) shows a shadow that says so; at 1280 px no
+  output hides the end of a line; no page loads the theme's fontawesome.js;
+- navigation: at 390, 800 and 1280 px the ☰ button and the page-contents
+  button are clicked, and the navigation and contents must open and close;
+- figures drawn by scalelib's helpers have no text under 9 px as the site
+  shows them at 1280 px;
 - links: every link into the site leads to a file of the build, and its
   #fragment to an element of the target page (read with html.parser); links
   that leave the site are listed in _build/screenshots/external-links.txt,
@@ -18,7 +25,8 @@ on 127.0.0.1, and checked for what a reader would notice:
   is in the toc, a chapter's three pages in one part, and the root page's
   sidebar lists every toc page in order;
 - downloads: the theme's download menu offers the page's source (.ipynb or
-  .md), served as a valid notebook or text whose title is the page's; notebook
+  .md), served as a valid notebook or text whose title is the page's, and the
+  course's PDF; notebook
   pages have a working "open in Colab" link;
 - search (search.html?q=..., run in the browser from searchindex.js): the
   first chapter's subject finds it, a nonsense word finds nothing, and the
@@ -59,6 +67,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
 TOC = ROOT / "book" / "_toc.yml"
 CONFIG = ROOT / "book" / "_config.yml"
+#: The course's PDF edition, at the top of the site (scalelib.course.pdf); the download menu links it.
+COURSE_PDF = "how-to-scale-your-model.pdf"
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 COLAB = "https://colab.research.google.com"
@@ -199,13 +209,16 @@ def _external_links(links: list[str], base: str) -> list[str]:
 
 def _image_faults(images: list[dict]) -> list[str]:
     """Images (from the page probe) that did not load, or that say nothing to a reader who
-    cannot see them: no alt text, and not a figure or a cell's output either."""
+    cannot see them: no alt text, or an alt text that is only the image's file name or path."""
     faults = []
     for image in images:
         if not image["complete"] or not image["width"]:
             faults.append(f"{image['src']}: not loaded (missing or broken file)")
-        if not image["alt"] and not image["in_output"]:
-            faults.append(f"{image['src']}: no alt text, and not in a figure or a cell's output")
+        alt = image["alt"]
+        if not alt:
+            faults.append(f"{image['src']}: no alt text")
+        elif re.search(r"\.(png|jpe?g|gif|svg|webp)\b", alt, re.IGNORECASE) or "/" in alt and " " not in alt:
+            faults.append(f"{image['src']}: its alt text is a file name, not what it shows: {alt!r}")
     return faults
 
 
@@ -261,6 +274,30 @@ return {
   downloads: Array.from(document.querySelectorAll('.dropdown-download-buttons a[href]')).map(a => a.href),
   // Display math and tables that reach past the window's edges with nothing to scroll them:
   // cut off on a narrow screen (a scrolling box of their own, or an ancestor's, is fine).
+  // How far the page scrolls sideways (0: not at all), and the elements that reach past its right edge.
+  page_overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  too_wide: document.documentElement.scrollWidth <= document.documentElement.clientWidth ? [] :
+            Array.from(article.querySelectorAll('*')).filter(e => {
+              // the innermost elements past the right edge, not inside a box that scrolls or clips them
+              const edge = document.documentElement.clientWidth + 1, box = e.getBoundingClientRect();
+              if (!box.width || box.right <= edge || Array.from(e.children).some(c => c.getBoundingClientRect().right > edge)) {
+                return false;
+              }
+              for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+                if (['auto', 'scroll', 'hidden', 'clip'].includes(getComputedStyle(a).overflowX)) { return false; }
+              }
+              return true;
+            }).slice(0, 5).map(e => e.tagName.toLowerCase() + '.' + Array.from(e.classList).join('.') + ': '
+                                 + e.textContent.trim().slice(0, 50)),
+  // Output boxes whose lines run past their right edge (hidden behind a horizontal scroll).
+  cut_outputs: Array.from(article.querySelectorAll('.cell_output .output, .cell_output pre')).filter(
+                 e => e.scrollWidth > e.clientWidth + 1 && !e.querySelector('img, svg, table, .katex-display'))
+               .map(e => e.textContent.trim().split('\\n').sort((a, b) => b.length - a.length)[0].slice(0, 80)),
+  // Boxes that scroll sideways (wide tables, display math) without the shadow that says they do.
+  hintless_scrollers: Array.from(article.querySelectorAll('.katex-display, table')).filter(e =>
+                 e.scrollWidth > e.clientWidth + 1 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX)
+                 && !getComputedStyle(e).backgroundImage.includes('gradient'))
+               .map(e => e.textContent.trim().slice(0, 60)),
   cut_off: Array.from(article.querySelectorAll('.katex-display, table')).filter(e => {
              const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
              for (let el = e; el && el !== document.body; el = el.parentElement) {
@@ -694,7 +731,14 @@ def test_downloads_are_served(page: PageReport, site: Server) -> None:
     downloads = page.dom.get("downloads", [])
     source = site.base + f"_sources/{docname}{_source_suffix(docname)}"
     assert source in downloads, f"{page.url}: no download of {source}; downloads offered: {downloads}"
+    pdfs = [url for url in downloads if url.endswith(".pdf")]
+    assert pdfs == [site.base + COURSE_PDF], f"{page.url}: the menu's .pdf should be the course's PDF, got {pdfs}"
+    if (SITE / COURSE_PDF).is_file():
+        with urlopen(pdfs[0], timeout=10) as response:
+            assert response.status == 200 and response.read(5) == b"%PDF-", f"{pdfs[0]} is not a PDF"
     for url in downloads:
+        if url in pdfs:
+            continue
         with urlopen(url, timeout=10) as response:
             assert response.status == 200, f"{url}: HTTP {response.status}"
             text = response.read().decode("utf8")
@@ -793,7 +837,8 @@ def test_screenshot_kept(page: PageReport) -> None:
         assert _blank(png) is None, f"{png} looks blank: {_blank(png)}"
 
 
-PHONE_WIDTH = 420
+#: A phone's width (CSS px): an iPhone 12 to 15's.
+PHONE_WIDTH = 390
 
 
 @pytest.fixture(scope="module")
@@ -808,10 +853,163 @@ def phone_reports(browser, site) -> Iterator[dict]:
 
 @pytest.mark.parametrize("docname", PAGES)
 def test_nothing_is_cut_off_at_phone_width(docname, browser, site, phone_reports) -> None:
+    """At a phone's width the page never scrolls sideways (a long inline code span, a figure, a
+    table wider than the screen), and wide equations and tables scroll in their own box, with the
+    shadow that says there is more."""
     report = load_page(browser, site.base + f"{docname}.html", settle=0.1)
     assert not report.dom.get("cut_off"), (
         f"{docname} at {PHONE_WIDTH} px: equations or tables cut off instead of scrolling: {report.dom['cut_off']}"
     )
+    assert report.dom.get("page_overflow", 0) <= 1, (
+        f"{docname} at {PHONE_WIDTH} px: the page scrolls sideways by {report.dom['page_overflow']} px; "
+        f"past the edge: {report.dom.get('too_wide')}"
+    )
+    assert not report.dom.get("hintless_scrollers"), (
+        f"{docname} at {PHONE_WIDTH} px: boxes that scroll sideways with no sign that they do: "
+        f"{report.dom['hintless_scrollers']}"
+    )
+
+
+@_params(PAGES)
+def test_no_output_is_cut_at_desktop_width(page: PageReport) -> None:
+    """At 1280 px every line a cell printed is seen whole (outputs wrap): a checker's verdict is
+    never hidden behind a horizontal scroll."""
+    assert not page.dom.get("cut_outputs"), (
+        f"{page.url}: {len(page.dom['cut_outputs'])} output(s) hide the end of their lines: "
+        f"{page.dom['cut_outputs'][:3]}"
+    )
+
+
+@_params(PAGES)
+def test_no_icon_script(page: PageReport) -> None:
+    """The theme's 1.5 MB fontawesome.js is not loaded: its icons come from the web fonts."""
+    heavy = [url for url in page.requests if "fontawesome.js" in url]
+    assert not heavy, f"{page.url}: loads {heavy}"
+
+
+#: Widths at which the navigation is clicked: a phone, a tablet (both: sidebars as pop-up
+#: dialogs), a desktop (the site's navigation collapses in place, the contents always shown).
+NAV_WIDTHS = (390, 800, 1280)
+
+_NAV_STATE = """
+const visible = el => { if (!el) { return false; } const s = getComputedStyle(el), b = el.getBoundingClientRect();
+                        return s.display !== 'none' && s.visibility !== 'hidden' && +s.opacity > 0 && b.width > 0 && b.height > 0; };
+const primary = Array.from(document.querySelectorAll('.primary-toggle')).filter(visible);
+const secondary = Array.from(document.querySelectorAll('.secondary-toggle')).filter(visible);
+const navLink = document.querySelector('nav.bd-docs-nav a');
+const tocLink = document.querySelector('.bd-toc-nav a, nav.page-toc a, #pst-page-toc-nav a');
+return {
+  primary_toggles: primary.length, secondary_toggles: secondary.length,
+  primary_modal: !!document.getElementById('pst-primary-sidebar-modal')?.open,
+  secondary_modal: !!document.getElementById('pst-secondary-sidebar-modal')?.open,
+  nav_shown: visible(navLink) && navLink.getBoundingClientRect().right > 0,
+  toc_shown: visible(tocLink),
+};
+"""
+
+
+def _nav_state(browser) -> dict:
+    return browser.execute_script(_NAV_STATE)
+
+
+def _click_visible(browser, selector: str) -> None:
+    browser.execute_script(
+        "const el = Array.from(document.querySelectorAll(arguments[0])).find(e => e.getBoundingClientRect().width > 0"
+        " && getComputedStyle(e).display !== 'none'); el.click();", selector)
+    time.sleep(0.4)  # the sidebar's transition
+
+
+def _press_escape(browser) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    ActionChains(browser._driver if isinstance(browser, _Browser) else browser).send_keys(Keys.ESCAPE).perform()
+    time.sleep(0.3)
+
+
+@pytest.mark.parametrize("width", NAV_WIDTHS)
+def test_the_sidebar_toggles_open_and_close_the_navigation_and_contents(width, browser, site) -> None:
+    """☰ opens the site's navigation and the contents button the page's contents (as pop-up
+    dialogs on a phone or tablet, which Escape closes); on a desktop ☰ collapses the navigation
+    and brings it back, and the contents stand beside the page."""
+    page = CHAPTER_PAGES[0] if CHAPTER_PAGES else ROOT_PAGE
+    browser.set_window_size(width, 900)
+    try:
+        load_page(browser, site.base + f"{page}.html", settle=0.2)
+        state = _nav_state(browser)
+        assert state["primary_toggles"] == 1, f"{width} px: {state['primary_toggles']} visible ☰ buttons (one expected)"
+        if width < 992:
+            assert not state["nav_shown"], f"{width} px: the navigation is shown before ☰ is clicked"
+            _click_visible(browser, ".primary-toggle")
+            state = _nav_state(browser)
+            assert state["primary_modal"] and state["nav_shown"], f"{width} px: ☰ did not open the navigation: {state}"
+            _press_escape(browser)
+            state = _nav_state(browser)
+            assert not state["primary_modal"] and not state["nav_shown"], f"{width} px: Escape left it open: {state}"
+            assert state["secondary_toggles"] == 1, f"{width} px: no visible page-contents button"
+            _click_visible(browser, ".secondary-toggle")
+            state = _nav_state(browser)
+            assert state["secondary_modal"] and state["toc_shown"], f"{width} px: the contents did not open: {state}"
+            _press_escape(browser)
+            state = _nav_state(browser)
+            assert not state["secondary_modal"], f"{width} px: Escape left the contents open: {state}"
+        else:
+            assert state["nav_shown"] and state["toc_shown"], f"{width} px: navigation or contents hidden: {state}"
+            _click_visible(browser, ".primary-toggle")
+            state = _nav_state(browser)
+            assert not state["nav_shown"] and not state["primary_modal"], f"{width} px: ☰ did not collapse the navigation: {state}"
+            _click_visible(browser, ".primary-toggle")
+            assert _nav_state(browser)["nav_shown"], f"{width} px: a second ☰ did not bring the navigation back"
+    finally:
+        browser.set_window_size(*WINDOW)
+
+
+def test_scalelib_figures_have_no_text_under_9_px_on_the_site():
+    """The figures scalelib's helpers draw, saved as the site saves them (tight bounding box) and
+    scaled down to the text column of a 1280 px window: no label, tick or legend under 9 px."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    import scalelib as sl
+    from scalelib._plot import COLUMN_PX
+
+    figures = {
+        "plot_roofline": lambda: sl.plot_roofline().figure,
+        "draw_torus": lambda: sl.draw_torus(sl.tpu_slice({"X": 4, "Y": 4, "Z": 4}, "tpu-v5p")).figure,
+        "draw_gpu_node": lambda: sl.draw_gpu_node("h100").figure,
+        "draw_chip": lambda: sl.draw_chip("h100").figure,
+        "plot_spec_comparison": lambda: sl.plot_spec_comparison(),
+        "plot_model_breakdown": lambda: sl.plot_model_breakdown()[0].figure,
+        "plot_pipeline_schedule": lambda: sl.plot_pipeline_schedule(4, 8, schedule="interleaved",
+                                                                    virtual_stages=2).figure,
+    }
+    small = {}
+    for name, draw in figures.items():
+        fig = draw()
+        renderer = fig.canvas.get_renderer()
+        scale = min(1.0, COLUMN_PX / (fig.get_tightbbox(renderer).width * fig.dpi))
+        texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+        texts += [t for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
+        px = min(t.get_fontsize() for t in texts) * fig.dpi / 72 * scale
+        if px < 9:
+            small[name] = round(px, 1)
+        plt.close(fig)
+    assert not small, f"figures with text under 9 px at 1280 px: {small}"
+
+
+def test_the_text_column_is_as_wide_as_the_figures_assume(browser, site, reports) -> None:
+    """scalelib._plot.COLUMN_PX, the width figures are scaled down to, is the article's width at 1280 px."""
+    from scalelib._plot import COLUMN_PX
+
+    _report(browser, site, reports, ROOT_PAGE)
+    load_page(browser, site.base + f"{CHAPTER_PAGES[0] if CHAPTER_PAGES else ROOT_PAGE}.html", settle=0)
+    width = browser.execute_script(
+        "const a = document.querySelector('article.bd-article'); const s = getComputedStyle(a);"
+        "return a.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);")
+    assert abs(width - COLUMN_PX) <= 24, f"the text column is {width} px at 1280 px, figures assume {COLUMN_PX}"
 
 
 def test_index_redirects_to_root_page(browser, site) -> None:
@@ -897,14 +1095,36 @@ def test_image_check_catches_a_broken_image(browser, tmp_path) -> None:
 
     Image.new("RGB", (40, 20), "steelblue").save(tmp_path / "plot.png")
     report = _fault_page(browser, tmp_path, "images",
-                         '<div class="cell_output"><img src="plot.png"></div>'  # a plot: fine without alt
-                         '<img src="plot.png" alt="a blue bar">'                # described: fine
+                         '<div class="cell_output"><img src="plot.png" alt="A blue bar"></div>'  # described: fine
+                         '<img src="plot.png" alt="a blue bar">'                                 # described: fine
                          '<img src="missing.png" alt="a figure that is not there">'
-                         '<img src="plot.png">')                                # undescribed, not an output
+                         '<div class="cell_output"><img src="plot.png"></div>'                  # a plot without alt
+                         '<img src="plot.png" alt="_images/plot.png">')                         # its path as alt
     assert _image_faults(report.dom["images"]) == [
         "missing.png: not loaded (missing or broken file)",
-        "plot.png: no alt text, and not in a figure or a cell's output",
+        "plot.png: no alt text",
+        "plot.png: its alt text is a file name, not what it shows: '_images/plot.png'",
     ]
+
+
+def test_phone_check_catches_a_page_that_scrolls_sideways_and_a_scroller_without_a_hint(browser, tmp_path) -> None:
+    code = '<p>Call <code>' + "sl.a_very_long_function_name_" * 6 + '</code> now.</p>'
+    report = _fault_page(browser, tmp_path, "sideways", code, width=PHONE_WIDTH)
+    assert report.dom["page_overflow"] > 100 and report.dom["too_wide"]
+    table = '<table style="display: block; overflow-x: auto"><tr>' + "<td>cell_of_a_wide_table</td>" * 12 + "</tr></table>"
+    plain = _fault_page(browser, tmp_path, "plain", table, width=PHONE_WIDTH)
+    assert plain.dom["page_overflow"] <= 1 and plain.dom["hintless_scrollers"]
+    hinted = table.replace("overflow-x: auto", "overflow-x: auto; background: linear-gradient(white, white)")
+    assert _fault_page(browser, tmp_path, "hinted", hinted, width=PHONE_WIDTH).dom["hintless_scrollers"] == []
+
+
+def test_output_check_catches_a_line_cut_at_desktop_width(browser, tmp_path) -> None:
+    line = "Exercise 1.14: correct — " + "[136 tokens, 226 tokens] " * 12 + "(within 1% of the reference)"
+    cut = f'<div class="cell_output"><div class="output"><pre style="white-space: pre; overflow-x: auto">{line}</pre></div></div>'
+    report = _fault_page(browser, tmp_path, "cut", cut)
+    assert report.dom["cut_outputs"] and report.dom["cut_outputs"][0].startswith("Exercise 1.14")
+    wrapped = cut.replace("white-space: pre;", "white-space: pre-wrap; overflow-wrap: anywhere;")
+    assert _fault_page(browser, tmp_path, "wrapped", wrapped).dom["cut_outputs"] == []
 
 
 def test_link_check_catches_a_broken_link_and_a_missing_anchor(browser, tmp_path) -> None:

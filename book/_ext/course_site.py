@@ -28,6 +28,25 @@
    the two do not compare equal, so both are emitted. sphinx-thebe registers
    ``const THEBE_JS_URL = ...`` that way, and the second copy throws
    "Identifier 'THEBE_JS_URL' has already been declared" on every page.
+8. The theme's own sidebar toggles work at every width. pydata-sphinx-theme
+   0.17 fills an unset ``navbar_persistent`` with a search field, so a top bar
+   is drawn with a second (hidden) pair of toggles before the article's; the
+   themes' scripts bind ``document.querySelector(".primary-toggle")``, the
+   hidden one, and the visible buttons did nothing. With the option empty,
+   as sphinx-book-theme means it, there is no top bar and the one pair works.
+9. No 1.5 MB icon script: the theme's ``fontawesome.js`` is dropped from every
+   page; the icons the pages use still show, drawn from the Font Awesome web
+   fonts the theme's stylesheet already declares (loaded only by pages that
+   show an icon of that style).
+10. Every figure says what it shows: an image a code cell outputs gets as alt
+   text what the scalelib helper that drew it draws (the first sentence of its
+   docstring), or the figure's title in the cell, with its section; a cell's
+   ``mystnb: image: alt:`` metadata wins. Images in raw HTML outputs (an
+   animation's frames) without alt text get their section's.
+11. The download menu's ".pdf" links the course's PDF (``how-to-scale-your-model.pdf``
+   at the top of the site) instead of opening the browser's print dialog.
+12. An animation's frames, written inline by matplotlib as base64 data: URIs,
+   become files in ``_images/``: its page's HTML loses about a megabyte.
 """
 
 from __future__ import annotations
@@ -172,6 +191,147 @@ def drop_duplicate_scripts(
     context["script_files"] = unique
 
 
+def no_top_bar(app: Sphinx, config: Config) -> None:
+    """No top bar: its hidden toggles would capture the themes' click handlers (item 8)."""
+    options = dict(config.html_theme_options or {})
+    options.setdefault("navbar_persistent", [])
+    config.html_theme_options = options
+
+
+FONTAWESOME_SCRIPT = re.compile(r'[ \t]*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>\n?')
+
+
+def drop_fontawesome_script(app: Sphinx, exception: Exception | None) -> None:
+    """Remove the theme's 1.5 MB fontawesome.js from every page and from _static (item 9)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    for page in out.rglob("*.html"):
+        text = page.read_text(encoding="utf8")
+        lighter = FONTAWESOME_SCRIPT.sub("", text)
+        if lighter != text:
+            page.write_text(lighter, encoding="utf8")
+    for name in ("fontawesome.js", "fontawesome.js.map", "fontawesome.js.LICENSE.txt"):
+        (out / "_static" / "scripts" / name).unlink(missing_ok=True)
+
+
+_PLOT_CALL = re.compile(r"\b(?:sl|scalelib)\.((?:plot|draw|animate)_\w+)\s*\(")
+_TITLE_CALL = re.compile(r"""\.(?:set_title|suptitle|title)\(\s*f?(["'])(.+?)\1""")
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join((text or "").split())
+    end = text.find(". ")
+    return (text if end < 0 else text[:end + 1]).strip()
+
+
+def _helper_description(name: str) -> str:
+    try:
+        import scalelib
+    except ImportError:  # pragma: no cover - the site is built with scalelib installed
+        return ""
+    return _first_sentence(getattr(getattr(scalelib, name, None), "__doc__", "") or "")
+
+
+def _section_title(node: nodes.Node) -> str:
+    while node is not None:
+        if isinstance(node, nodes.section) and node.children and isinstance(node[0], nodes.title):
+            return node[0].astext().strip()
+        node = node.parent
+    return ""
+
+
+def figure_alt_text(code: str, section: str) -> str:
+    """What a figure that `code` draws shows, for its alt text (never its file name)."""
+    where = f" (section “{section}”)" if section else ""
+    helpers = list(dict.fromkeys(_PLOT_CALL.findall(code)))
+    described = [d for d in (_helper_description(h) for h in helpers) if d]
+    if described:
+        return " ".join(described).rstrip(".") + where
+    titles = [m.group(2) for m in _TITLE_CALL.finditer(code)]
+    if titles:
+        return "Figure: " + "; ".join(titles) + where
+    return f"Figure drawn by the code above{where}" if section else "Figure drawn by the code above"
+
+
+_RAW_IMG_NO_ALT = re.compile(r"<img\b(?![^>]*\balt=)", re.IGNORECASE)
+
+
+def describe_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Alt text for every image a code cell outputs (item 10)."""
+    for image in list(doctree.findall(nodes.image)):
+        if image.get("alt") and image["alt"] != image.get("uri"):
+            continue
+        cell = image.parent
+        while cell is not None and "cell" not in cell.get("classes", []):
+            cell = cell.parent
+        if cell is None:
+            continue
+        code = "\n".join(block.astext() for block in cell.findall(nodes.literal_block)
+                         if block.parent is not None and "cell_input" in block.parent.get("classes", []))
+        image["alt"] = figure_alt_text(code, _section_title(cell))
+    for raw in list(doctree.findall(nodes.raw)):
+        if raw.get("format") != "html":
+            continue
+        text = externalize_images(app, docname, raw.astext())
+        if "<img" in text.lower():
+            section = _section_title(raw)
+            alt = f'alt="Frame of the animation in “{section}”" ' if section else 'alt="Animation frame" '
+            text = _RAW_IMG_NO_ALT.sub(lambda m: m.group(0) + " " + alt, text)
+        if text != raw.astext():
+            raw.replace_self(nodes.raw("", text, format="html"))
+
+
+#: A PNG or JPEG written into a raw HTML output as a data: URI in a JavaScript string (an animation's
+#: frames, matplotlib's to_jshtml), the base64 text possibly split by backslash-newlines.
+_INLINE_IMAGE = re.compile(r'"data:image/(png|jpeg);base64,((?:[A-Za-z0-9+/=]|\\\n)+)"')
+
+
+def externalize_images(app: Sphinx, docname: str, html: str) -> str:
+    """`html` with each inline data: image of a JavaScript string replaced by the URL of a file
+    written to the site's _images/ (named by its hash): an animation's frames no longer weigh on
+    its page's HTML, and a browser fetches each frame once, when shown (item 12)."""
+    import base64
+    import hashlib
+
+    if app.builder.format != "html" or "data:image/" not in html:
+        return html
+    folder = Path(app.outdir) / "_images"
+    prefix = "" if app.builder.name == "singlehtml" else "../" * docname.count("/")
+
+    def write(match: re.Match) -> str:
+        data = base64.b64decode(match.group(2).replace("\\\n", ""))
+        name = hashlib.sha256(data).hexdigest()[:32] + (".png" if match.group(1) == "png" else ".jpg")
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / name).is_file():
+            (folder / name).write_bytes(data)
+        return f'"{prefix}_images/{name}"'
+
+    return _INLINE_IMAGE.sub(write, html)
+
+
+#: The course's PDF edition, at the top of the site (scalelib.course.pdf copies it there).
+COURSE_PDF = "how-to-scale-your-model.pdf"
+
+
+def link_course_pdf(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
+    """The download menu's ".pdf" opens the course's PDF, not the browser's print dialog (item 11)."""
+    pathto = context.get("pathto")
+    for group in context.get("header_buttons") or []:
+        if group.get("label") != "download-buttons" or pathto is None:
+            continue
+        for i, button in enumerate(group.get("buttons") or []):
+            if button.get("label") == "download-pdf-button":
+                group["buttons"][i] = {
+                    "type": "link",
+                    "url": pathto(COURSE_PDF, 1),
+                    "text": "course .pdf",
+                    "tooltip": "The whole course as one PDF",
+                    "icon": "fas fa-file-pdf",
+                    "label": "download-pdf-button",
+                }
+
+
 def add_course_css(app: Sphinx, config: Config) -> None:
     """Serve book/_static (course.css) and link course.css from every page; numpy's array type,
     which the offline build cannot link to (no intersphinx), is not reported as a missing target."""
@@ -216,6 +376,10 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("source-read", hide_solution_markers)
     app.connect("source-read", unlink_solution_pages)
     app.connect("config-inited", add_course_css)
+    app.connect("config-inited", no_top_bar)
+    app.connect("doctree-resolved", describe_figures)
+    app.connect("build-finished", drop_fontawesome_script)
+    app.connect("html-page-context", link_course_pdf, priority=600)
     app.add_css_file("course.css")
     app.connect("config-inited", use_npm_katex)
     app.connect("builder-inited", copy_katex_assets)

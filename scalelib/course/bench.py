@@ -5,10 +5,14 @@ Times are wall-clock on this machine: the import is the best of several fresh
 interpreters (minus an empty interpreter's start), each notebook one run in a
 fresh kernel, as the tests and the book build run it, and the suite one run of
 ``pytest`` as ``make test`` runs it (``--suite``; ``make bench SUITE=no`` leaves it out).
+When the site is built (``_build/html``), it first prints each page's weight: the bytes of its HTML
+and of every script, stylesheet and image the page loads from the site (read from the HTML, as
+served, uncompressed; web fonts, which a browser fetches only for the glyphs a page shows, apart).
 """
 
 from __future__ import annotations
 
+import html.parser
 import re
 import subprocess
 import sys
@@ -115,8 +119,74 @@ def slowest_tests(lines: list[str], count: int) -> list[str]:
             if re.match(r"\s*\d+(\.\d+)?s (setup|call|teardown) ", line)][:count]
 
 
+class _Assets(html.parser.HTMLParser):
+    """The local files an HTML page loads: scripts, stylesheets, images."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "script" and a.get("src"):
+            self.urls.append(a["src"])
+        elif tag == "link" and "stylesheet" in (a.get("rel") or "").split() and a.get("href"):
+            self.urls.append(a["href"])
+        elif tag == "img" and a.get("src"):
+            self.urls.append(a["src"])
+
+
+def page_weight_bytes(page: Path, site: Path) -> tuple[int, int, list[str]]:
+    """(bytes of the page's HTML, bytes of the assets it loads from `site`, assets it names but that
+    are not there). Each asset is counted once; remote and data: URLs are not counted."""
+    parser = _Assets()
+    text = page.read_text(encoding="utf8")
+    parser.feed(text)
+    seen: set[Path] = set()
+    total, missing = 0, []
+    for url in parser.urls:
+        if re.match(r"^[a-z][a-z0-9+.-]*:", url, re.IGNORECASE):  # http(s):, data:, ...
+            continue
+        path = (page.parent / url.split("?")[0].split("#")[0]).resolve()
+        if path in seen:
+            continue
+        seen.add(path)
+        if path.is_file() and site.resolve() in path.parents:
+            total += path.stat().st_size
+        else:
+            missing.append(url)
+    return len(text.encode("utf8")), total, missing
+
+
+def page_weights(site: Path) -> dict[str, tuple[int, int]]:
+    """Each built page of the site (docname: (HTML bytes, asset bytes)), in path order."""
+    skip = {"_static", "_sources", "_images"}
+    weights = {}
+    for page in sorted(site.rglob("*.html")):
+        relative = page.relative_to(site)
+        if relative.parts[0] in skip:
+            continue
+        html_bytes, asset_bytes, _ = page_weight_bytes(page, site)
+        weights[str(relative.with_suffix(""))] = (html_bytes, asset_bytes)
+    return weights
+
+
+def print_page_weights(site: Path) -> None:
+    weights = page_weights(site)
+    if not weights:
+        print(f"page weights: no site built in {site} (make site)")
+        return
+    print(f"page weight (HTML + the scripts, stylesheets and images it loads; {site}):")
+    for name, (html_bytes, asset_bytes) in weights.items():
+        print(f"  {name:43s} {fmt(html_bytes + asset_bytes, 'B'):>10s}  (HTML {fmt(html_bytes, 'B')})")
+    heaviest = max(weights, key=lambda n: sum(weights[n]))
+    print(f"  heaviest: {heaviest}, {fmt(sum(weights[heaviest]), 'B')}")
+
+
 def main(root: str = ".", suite: bool = False, pytest_args: tuple[str, ...] = ()) -> int:
     base = Path(root)
+    if (base / "_build" / "html").is_dir():
+        print_page_weights(base / "_build" / "html")
     print(f"import scalelib: {fmt(import_time_s(), 's')} (best of 7, beyond an empty interpreter's start)")
     for label, statement in CALLS:
         print(f"{label:45s} {fmt(call_time_s(statement), 's')} (best of 5)")
