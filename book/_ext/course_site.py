@@ -47,6 +47,8 @@
    at the top of the site) instead of opening the browser's print dialog.
 12. An animation's frames, written inline by matplotlib as base64 data: URIs,
    become files in ``_images/``: its page's HTML loses about a megabyte.
+13. Search snippets without repeated math (``book/_static/course-search.js``):
+   the MathML copy KaTeX writes of each formula is left out of the snippet.
 """
 
 from __future__ import annotations
@@ -381,6 +383,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("build-finished", drop_fontawesome_script)
     app.connect("html-page-context", link_course_pdf, priority=600)
     app.add_css_file("course.css")
+    app.add_js_file("course-search.js", loading_method="defer")
     app.connect("config-inited", use_npm_katex)
     app.connect("builder-inited", copy_katex_assets)
     app.connect("builder-inited", start_katex_server)
