@@ -1181,3 +1181,20 @@ def test_a_browser_that_went_away_is_started_again_before_the_next_page(site, tm
         assert browser.alive() and browser.restarts == 1 and report.dom.get("h1")
     finally:
         browser.quit()
+
+
+def test_figure_alt_text_says_what_the_figure_shows_not_its_file():
+    """book/_ext/course_site.py's alt text for a cell's figure: what the scalelib helper it calls
+    draws (its docstring's first sentence), else the figure's title, with the section it is in."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from course_site import figure_alt_text
+    finally:
+        sys.path.pop(0)
+    assert figure_alt_text('sl.plot_roofline(["h100"])', "Rooflines") == (
+        "Log-log roofline of each chip: attainable FLOP/s against arithmetic intensity (section “Rooflines”)")
+    assert figure_alt_text('ax.set_title(f"B = {B:,} tokens")\nax2.set_title("Hidden above 1")', "Mixing") == (
+        "Figure: B = … tokens; Hidden above 1 (section “Mixing”)")
+    assert figure_alt_text("plt.plot(x, y)", "Rooflines") == "Figure drawn by the code above (section “Rooflines”)"

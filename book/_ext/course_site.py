@@ -218,7 +218,7 @@ def drop_fontawesome_script(app: Sphinx, exception: Exception | None) -> None:
 
 
 _PLOT_CALL = re.compile(r"\b(?:sl|scalelib)\.((?:plot|draw|animate)_\w+)\s*\(")
-_TITLE_CALL = re.compile(r"""\.(?:set_title|suptitle|title)\(\s*f?(["'])(.+?)\1""")
+_TITLE_CALL = re.compile(r"""\.(?:set_title|suptitle|title)\(\s*(f?)(["'])(.+?)\2""")
 
 
 def _first_sentence(text: str) -> str:
@@ -250,7 +250,8 @@ def figure_alt_text(code: str, section: str) -> str:
     described = [d for d in (_helper_description(h) for h in helpers) if d]
     if described:
         return " ".join(described).rstrip(".") + where
-    titles = [m.group(2) for m in _TITLE_CALL.finditer(code)]
+    # An f-string's fields are values the cell computes: left out ("B = … tokens").
+    titles = [re.sub(r"\{[^{}]*\}", "…", m.group(3)) if m.group(1) else m.group(3) for m in _TITLE_CALL.finditer(code)]
     if titles:
         return "Figure: " + "; ".join(titles) + where
     return f"Figure drawn by the code above{where}" if section else "Figure drawn by the code above"
