@@ -202,7 +202,8 @@ def _search(b, mfu):
     for n, tops in _offered(name, need, b.chips_available[name]):
         for topo, k in tops:
             try:
-                best = search_plans(b.model, b.batch_tokens, topo, seq_len=b.seq_len, slices=k).best
+                # ranked by the roofline: the brief's MFU stands in for every loss, so it scales the bound
+                best = search_plans(b.model, b.batch_tokens, topo, seq_len=b.seq_len, slices=k, rank="roofline").best
             except ScalelibError:  # no plan fits this slice's memory
                 continue
             days = b.train_tokens / b.batch_tokens * best.time_s / m / 86400
