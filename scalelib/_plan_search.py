@@ -251,7 +251,10 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
     fits = ok & (memory <= s.hbm)
     estimated = None
     if rank == "estimate":  # rank by the calibrated estimate; the roofline stays in step_times_s
-        estimated = np.where(ok, estimate_step(s, Hardware(s), g, s.losses), np.inf)
+        # priced on the plans that break no rule only (a third of the grid or less: the ranking's cost)
+        estimated = np.full(step.shape, np.inf)
+        if ok.any():
+            estimated[ok] = estimate_step(s, Hardware(s), {k: v[ok] for k, v in g.items()}, s.losses)
     order = step if estimated is None else estimated
     seconds = time.perf_counter() - start
     if not fits.any():
