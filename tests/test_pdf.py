@@ -73,7 +73,10 @@ def site_title(docname: str) -> str:
 # ---------------------------------------------------------------------------
 # The checks, as functions: the fault tests below run them on PDFs made to fail.
 
-RAW_MATH = ("$$", "\\frac", "\\begin{", "\\text{", "\\(", "\\[")
+RAW_MATH = ("$$", "\\frac", "\\begin{", "\\text{")
+#: TeX's \( ... \) and \[ ... \] delimiters, as a pair: a lone "\(" is code (a regular expression's
+#: escaped parenthesis, `re.findall(r"all-reduce\(", hlo)`), not math.
+RAW_DELIMITERS = re.compile(r"\\\((?:(?!\\\().){0,300}?\\\)|\\\[(?:(?!\\\[).){0,300}?\\\]", re.DOTALL)
 
 
 def raw_math(texts: list[str]) -> list[str]:
@@ -84,6 +87,9 @@ def raw_math(texts: list[str]) -> list[str]:
             where = text.find(raw)
             if where >= 0:
                 found.append(f"page {number}: {raw!r} in {text[max(0, where - 50):where + 50]!r}")
+        pair = RAW_DELIMITERS.search(text)
+        if pair:
+            found.append(f"page {number}: {pair.group(0)[:2]!r} in {text[max(0, pair.start() - 50):pair.start() + 50]!r}")
     return found
 
 
@@ -281,6 +287,14 @@ def test_no_raw_math_in_the_text(texts) -> None:
     assert not leaks, f"TeX source in the PDF's text (math not typeset): {leaks[:5]}"
 
 
+def test_no_widget_is_printed(texts) -> None:
+    """Nothing a sheet of paper cannot work: no "Show/Hide code cell" toggle (the setup cell stays out
+    of print, folded cells print open without their summary), no "Click to show"."""
+    for label in ("Hide code cell", "Show code cell", "Click to show", "Click to hide"):
+        pages = [number for number, text in enumerate(texts, 1) if label in text]
+        assert not pages, f"{label!r} printed on {len(pages)} page(s): {pages[:10]}"
+
+
 def test_no_character_printed_as_an_empty_box(texts) -> None:
     """A character no installed font has (the checker's emoji without `make browser`'s emoji font)
     prints as an empty box, which the PDF's text maps to NUL or U+FFFD."""
@@ -410,6 +424,7 @@ def test_math_check_catches_unrendered_math(chromium, tmp_path) -> None:
     texts = [page.extract_text() for page in faulty.pages]
     leaks = raw_math(texts)
     assert any("$$" in leak for leak in leaks) and any("frac" in leak for leak in leaks), leaks
+    assert raw_math(["a ratio \\(a / b\\) here"]) and not raw_math(['re.findall(r"all-reduce\\(", hlo)'])
     assert not {name for name in font_names(faulty) if name.startswith("KaTeX_")}, "KaTeX fonts in a page without them"
 
 

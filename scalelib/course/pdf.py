@@ -230,6 +230,14 @@ PRINT_CSS = """
   .bd-footer-content, .bd-footer-article, .prev-next-area, .prev-next-footer, #pst-skip-link,
   .skip-link, #pst-back-to-top, .search-button-field, .headerlink, .copybtn, button, #jb-print-docs-body,
   .toggle-button, .pdf-site-only, .anim-controls { display: none !important; }
+  /* No widget a sheet of paper cannot work: a hidden code cell (the setup cell) stays out of print,
+     folded content is printed open without its "Show/Hide" summary, an animation shows its frames */
+  details.hide.above-input, details.hide.below-input > summary, details.hide > summary,
+  summary.toggle-details__summary, .course-play-prompt { display: none !important; }
+  /* A wrapped output line continues indented under its start (lines marked by _PREPARE) */
+  .cell_output pre .pdf-line { display: block; }
+  /* Tables fit the column: smaller type */
+  .cell_output table, .bd-article table.table { font-size: 0.85em; }
   .bd-page-width, .bd-container, .bd-container__inner, .bd-main, .bd-content, .bd-article-container,
   .bd-article { max-width: none !important; width: auto !important; margin: 0 !important;
     padding: 0 !important; display: block !important; }
@@ -354,6 +362,21 @@ article.insertBefore(title, article.firstChild);
 document.querySelectorAll('details').forEach(d => { d.open = true; });
 document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
 document.querySelectorAll('img[loading="lazy"]').forEach(img => { img.loading = 'eager'; });
+// Each line of a plain output becomes a block of its own, so that a line too long for the paper
+// wraps with its continuation indented (PRINT_CSS) rather than back at the left margin.
+// The continuation sits 2em in from where its line's own text starts (after its leading spaces).
+// Only plain outputs (text, or the highlighter's bare spans) are rewritten; their colours go.
+article.querySelectorAll('.cell_output pre').forEach(pre => {
+  if (Array.from(pre.querySelectorAll('*')).some(e => e.tagName !== 'SPAN' || e.children.length)) { return; }
+  const lines = pre.textContent.replace(/\n$/, '').split('\n');
+  pre.textContent = '';
+  for (const line of lines) {
+    const lead = line.length - line.trimStart().length;
+    const span = document.createElement('span'); span.className = 'pdf-line';
+    span.style.paddingLeft = `calc(${lead}ch + 2em)`; span.style.textIndent = `calc(-${lead}ch - 2em)`;
+    span.textContent = line || '\u200b'; pre.appendChild(span);
+  }
+});
 return {docs: docs};
 """
 
