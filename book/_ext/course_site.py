@@ -49,6 +49,8 @@
    become files in ``_images/``: its page's HTML loses about a megabyte.
 13. Search snippets without repeated math (``book/_static/course-search.js``):
    the MathML copy KaTeX writes of each formula is left out of the snippet.
+14. A change to this file or to book/_static rewrites every page (the config
+   value ``course_site_digest``), not only the pages whose source changed.
 """
 
 from __future__ import annotations
@@ -374,7 +376,20 @@ def unlink_solution_pages(app: Sphinx, docname: str, source: list[str]) -> None:
         source[0] = unlink_solutions(source[0])
 
 
+def site_digest() -> str:
+    """A hash of this extension and of book/_static: a config value, so that a change to either
+    rewrites every page (Sphinx otherwise rewrites only the pages whose source changed)."""
+    import hashlib
+
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    for path in sorted((BOOK_DIR / "_static").iterdir()):
+        if path.is_file():
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value("course_site_digest", site_digest(), "env")
     app.setup_extension("sphinxcontrib.katex")
     app.connect("source-read", hide_solution_markers)
     app.connect("source-read", unlink_solution_pages)
