@@ -277,7 +277,7 @@ def estimate_error(run):
         run: a :class:`TrainingRun` or its name.
 
     Returns:
-        a ratio (0.1: 10% slower than measured).
+        The relative error as a ratio (0.1 means 10% slower than measured).
 
     Chapter:
         6 (Training LLaMA 3)
