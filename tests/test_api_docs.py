@@ -359,14 +359,18 @@ def test_the_library_never_imports_the_generator():
 # The built pages (after `make site`; skipped without a build)
 
 
-def test_built_formula_index_has_real_tables():
+def test_built_formula_index_typesets_its_formulas():
     page = SITE / "formulas.html"
     if not page.is_file():
         pytest.skip("the site is not built (make site)")
     html = page.read_text(encoding="utf-8")
-    text = re.sub(r"<[^>]+>", "", html)
-    assert html.count("<table") >= 1, "book/formulas.html has no <table>: the Markdown tables did not render"
-    assert not re.search(r"^\s*\|.*\|\s*$", text, re.M), "raw `| ... |` table text in book/formulas.html"
+    blocks = _rows(_read(FORMULAS))
+    typeset = sum(1 for _, cells in blocks if cells[0].startswith("$"))
+    assert html.count("<dt") >= len(blocks), "book/formulas.html: the definition list of formulas did not render"
+    assert html.count('<span class="katex">') >= typeset, "formulas left untypeset in book/formulas.html"
+    assert "katex-error" not in html
+    text = re.sub(r"<[^>]+>", "", re.sub(r'<span class="katex-mathml">.*?</math></span>', "", html, flags=re.S))
+    assert "$" not in text and "\\text{" not in text, "TeX source shown in book/formulas.html"
     api = (SITE / "api.html").read_text(encoding="utf-8")
     for anchor in set(re.findall(r'href="api\.html#([\w.]+)"', html)):
         assert f'id="{anchor}"' in api, f"formulas.html links to api.html#{anchor}, which does not exist"
