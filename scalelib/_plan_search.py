@@ -575,6 +575,7 @@ def plot_pipeline_crossover(model, B, sizes, chips, *, seq_len, ax=None, **optio
     if not names or not all(isinstance(n, str) for n in names):
         raise InvalidValueError(f"`chips` must be chip names, e.g. ['h100', 'tpu-v5p'], got {shown(chips)}")
     ns = counts("sizes", [sizes] if isinstance(sizes, (int, np.integer)) else sizes)
+    created = ax is None
     ax = _axes(ax, figsize=(8.5, 4.5))
     for name in names:
         usable = []
@@ -597,4 +598,8 @@ def plot_pipeline_crossover(model, B, sizes, chips, *, seq_len, ax=None, **optio
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     ax.figure.tight_layout()
+    if created:  # text legible on the site (>= 9.5 px at 1280 px)
+        from ._plot import _legible
+
+        _legible(ax.figure, relayout=True)
     return ax

@@ -851,6 +851,7 @@ def plot_trace(trace, *, ax=None, min_duration_s=1e-6):
     depths = _depths(events)
     rows = {t: i for i, t in enumerate(dict.fromkeys(e.thread for e in events))}
     levels = {t: 1 + max((d for e, d in zip(events, depths) if e.thread == t), default=0) for t in rows}
+    created = ax is None
     ax = _axes(ax, figsize=(7.5, 1.9 + 0.9 * max(len(rows), 1)))   # the legend goes below: legible at a page's width
     window = max((e.end_s for e in events), default=0.0) - min((e.start_s for e in events), default=0.0)
     colors = {}
@@ -882,6 +883,10 @@ def plot_trace(trace, *, ax=None, min_duration_s=1e-6):
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False,
               borderaxespad=0)
     ax.figure.tight_layout()
+    if created:  # text legible on the site (>= 9.5 px at 1280 px)
+        from ._plot import _legible
+
+        _legible(ax.figure, relayout=True)
     return ax
 
 

@@ -402,6 +402,7 @@ def plot_latency_throughput(model, topologies, *, context, batches=None, weight_
                                 f"{shown(context)}")
     for topo in topologies:
         _hardware(topo, num_chips, arg="topologies")
+    created = ax is None
     ax = _axes(ax, figsize=(7, 4.5))
     for topo in topologies:
         spec, n, where = _hardware(topo, num_chips)
@@ -432,4 +433,8 @@ def plot_latency_throughput(model, topologies, *, context, batches=None, weight_
     ax.set_title(f"Generation, context {context} tokens: latency against throughput")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
+    if created:  # text legible on the site (>= 9.5 px at 1280 px)
+        from ._plot import _legible
+
+        _legible(ax.figure, relayout=True)
     return ax

@@ -488,6 +488,16 @@ def _block_index(s: Sharding, coords: dict, dim_index: int) -> int:
     return index
 
 
+def _legible_if(created: bool, ax):
+    """`ax`, its figure's text raised to the site's legible size when this module made the figure."""
+    if created:
+        from ._plot import _legible
+
+        ax.figure.tight_layout()
+        _legible(ax.figure, relayout=True)
+    return ax
+
+
 def draw_sharding(sharding, shape, *, view="array", ax=None):
     """An array's blocks as its devices hold them, in one colour per distinct block.
 
@@ -535,6 +545,7 @@ def draw_sharding(sharding, shape, *, view="array", ax=None):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
+    created = ax is None
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
     rows_dim, cols_dim = (0, 1) if len(s.dims) == 2 else (None, 0)
@@ -575,7 +586,7 @@ def draw_sharding(sharding, shape, *, view="array", ax=None):
         if len(names) == 2:
             ax.set_ylabel(f"mesh axis {names[0]} ({s.mesh[names[0]]} devices)")
         ax.set_title(f"{s} on mesh {mesh_text}: the block each device holds")
-        return ax
+        return _legible_if(created, ax)
     for (r, c), devices in holders.items():
         ax.add_patch(Rectangle((c, n_rows - 1 - r), 1, 1, facecolor=colour(r, c), edgecolor="black", linewidth=1.5))
         label = ",".join(map(str, devices[:4])) + ("…" if len(devices) > 4 else "")
@@ -592,4 +603,4 @@ def draw_sharding(sharding, shape, *, view="array", ax=None):
     if rows_dim is not None:
         ax.set_ylabel(label(rows_dim))
     ax.set_title(f"{s} on mesh {mesh_text}: each device holds {local}")
-    return ax
+    return _legible_if(created, ax)
