@@ -45,9 +45,21 @@ def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, rel
                 changed = True
         if not changed:
             break
-    texts = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
-    width_px = fig.get_tightbbox(fig.canvas.get_renderer()).width * fig.dpi
-    return min(texts, default=need_pt) * fig.dpi / 72.0 * min(1.0, column_px / width_px)
+    return _smallest_text_px(fig, column_px, default_pt=need_pt)
+
+
+def _smallest_text_px(fig, column_px: float = COLUMN_PX, default_pt: float | None = None) -> float:
+    """The size, in CSS pixels, of `fig`'s smallest visible text as the site shows it: drawn at the
+    figure's dpi with a tight bounding box, then scaled down to the `column_px` column if wider."""
+    from matplotlib.text import Text
+
+    renderer = fig.canvas.get_renderer()
+    texts = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
+             and t.get_window_extent(renderer).width > 0]
+    width_px = fig.get_tightbbox(renderer).width * fig.dpi
+    if not texts:
+        return float("inf") if default_pt is None else default_pt * fig.dpi / 72.0
+    return min(texts) * fig.dpi / 72.0 * min(1.0, column_px / width_px)
 
 
 def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), *, dtype="bf16",

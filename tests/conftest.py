@@ -9,12 +9,25 @@ reproduction; each bug it finds becomes a named regression test.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, is_hypothesis_test, settings
 
 from scalelib.course import capstone
+
+# The kernels nbval starts read an IPython profile from IPYTHONDIR: a fresh one whose startup file fails any
+# cell that leaves a figure with text under 9 px as the course site shows it (tests/ipython_startup/).
+_IPYTHONDIR = tempfile.mkdtemp(prefix="scalelib-ipython-")
+atexit.register(shutil.rmtree, _IPYTHONDIR, ignore_errors=True)
+_STARTUP = Path(_IPYTHONDIR, "profile_default", "startup")
+_STARTUP.mkdir(parents=True)
+shutil.copy(Path(__file__).parent / "ipython_startup" / "figure_text.py", _STARTUP / "00-figure-text.py")
+os.environ["IPYTHONDIR"] = _IPYTHONDIR
 
 #: No timing anywhere in a verdict: no deadline, no health check that measures speed, no example
 #: database replaying what an earlier run happened to find.

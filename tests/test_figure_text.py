@@ -1,0 +1,51 @@
+"""Every figure a chapter draws keeps its text legible on the site: the kernels the suite runs notebooks in
+(nbval's) fail a cell that leaves a figure whose smallest text is under 9 px as a 1280 px window shows it
+(tests/ipython_startup/figure_text.py, installed by conftest.py). These tests hold that check to its word."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import nbclient  # noqa: E402
+import nbformat  # noqa: E402
+import pytest  # noqa: E402
+
+from scalelib._plot import COLUMN_PX, _smallest_text_px  # noqa: E402
+
+
+def test_text_is_measured_as_the_site_shows_it():
+    fig, ax = plt.subplots(figsize=(6.76, 3), dpi=100)  # 676 px wide before its margins: shown at about full size
+    ax.set_title("title", fontsize=12)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    assert _smallest_text_px(fig) == pytest.approx(12 * 100 / 72, rel=0.01)
+    fig.set_size_inches(13.52, 3)  # twice as wide: shown at half size
+    assert _smallest_text_px(fig) == pytest.approx(12 * 100 / 72 * COLUMN_PX / (fig.get_tightbbox(
+        fig.canvas.get_renderer()).width * 100), rel=0.01)
+    plt.close(fig)
+
+
+def _run(source: str):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source)]
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    return nb
+
+
+def test_a_cell_leaving_a_figure_with_tiny_text_fails_and_names_it():
+    assert os.environ.get("IPYTHONDIR", "").startswith(os.path.join(os.path.dirname(os.environ["IPYTHONDIR"]),
+                                                                    "scalelib-ipython-"))
+    nb = _run("import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(14, 3))\n"
+              "ax.set_title('tiny', fontsize=6)")
+    # nbval fails a cell on any error message the kernel sends: this is the one it gets
+    errors = [o for o in nb.cells[0].outputs if o.output_type == "error"]
+    assert len(errors) == 1 and errors[0].ename == "AssertionError"
+    assert re.search(r"under 9 px .*'tiny': \d\.\d px", errors[0].evalue), errors[0].evalue
+    nb = _run("import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(6, 3))\nax.set_title('fine')")
+    assert any("image/png" in o.get("data", {}) for o in nb.cells[0].outputs)
+    assert not [o for o in nb.cells[0].outputs if o.output_type == "error"]
