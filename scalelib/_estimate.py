@@ -74,20 +74,25 @@ def constants() -> dict:
     return tomllib.loads(text)
 
 
-def check_losses(losses) -> frozenset:
-    """`losses` as a frozenset of loss names (the `losses=` keyword of the estimates), or a clear error."""
+def _loss_names(losses, known: tuple, kind: str) -> frozenset:
+    """`losses` as a frozenset of names from `known`, or an error naming the argument and the names it takes."""
     if isinstance(losses, str):
         losses = (losses,)
     try:
         names = tuple(losses)
     except TypeError:
-        raise InvalidValueError(f"`losses` must be a collection of loss names ({', '.join(LOSSES)}), "
+        raise InvalidValueError(f"`losses` must be a collection of loss names ({', '.join(known)}), "
                                 f"got {losses!r}") from None
     for n in names:
-        if not isinstance(n, str) or n not in LOSSES:
-            raise InvalidValueError(f"`losses`: unknown loss {n!r}; the losses are {', '.join(LOSSES)} "
+        if not isinstance(n, str) or n not in known:
+            raise InvalidValueError(f"`losses`: unknown loss {n!r}; the {kind} are {', '.join(known)} "
                                     f"(losses=() gives the roofline)")
     return frozenset(names)
+
+
+def check_losses(losses) -> frozenset:
+    """`losses` as a frozenset of loss names (the `losses=` keyword of the estimates), or a clear error."""
+    return _loss_names(losses, LOSSES, "losses")
 
 
 def _matmul_efficiency(gflop):
@@ -126,18 +131,7 @@ INFERENCE_LOSS_SOURCES = {
 
 def check_inference_losses(losses) -> frozenset:
     """`losses` of an inference estimate as a frozenset of names, or a clear error."""
-    if isinstance(losses, str):
-        losses = (losses,)
-    try:
-        names = tuple(losses)
-    except TypeError:
-        raise InvalidValueError(f"`losses` must be a collection of loss names ({', '.join(INFERENCE_LOSSES)}), "
-                                f"got {losses!r}") from None
-    for n in names:
-        if not isinstance(n, str) or n not in INFERENCE_LOSSES:
-            raise InvalidValueError(f"`losses`: unknown loss {n!r}; the inference losses are "
-                                    f"{', '.join(INFERENCE_LOSSES)} (losses=() gives the roofline)")
-    return frozenset(names)
+    return _loss_names(losses, INFERENCE_LOSSES, "inference losses")
 
 
 class Hardware:
@@ -189,36 +183,20 @@ def model_shape(m):
 def estimate_step(s, hw, g, on, *, parts=False):
     """The estimated step time (s) of every plan in the grid `g` (arrays, as the plan search's), with the losses
     in `on` charged. With ``on`` empty it is the roofline of :func:`scalelib._plan_search._costs_numpy`."""
-    from ._plan_search import _costs_numpy, _spb_numpy
+    from ._plan_search import _costs_numpy, _grid_terms
 
     d, f, t, p, e, sl = g["data"], g["fsdp"], g["tensor"], g["pipeline"], g["expert"], g["slices"]
     mb, v, r = g["microbatches"], g["virtual_stages"], g["remat"]
     if not on:
         return _costs_numpy(s, g)[0]
     sequence_parallel, flash_attention = s.sequence_parallel, s.flash_attention
-    N = d * f * t * p * sl
-    R = d * f * sl
-    L_stage = -(-s.L // (p * v)) * v
-    uneven = L_stage * p / s.L
-    full = np.where(r == 2, 1.0, 0.0)
+    x = _grid_terms(s, g)
+    L_stage, full, tok, fwd_c, bwd_c = x["L_stage"], x["full"], x["tok"], x["fwd_c"], x["bwd_c"]
+    gather, scatter, a2a, per_pass = x["gather"], x["scatter"], x["a2a"], x["per_pass"]
+    dp, hop, dcn, stretch = x["dp"], x["hop"], x["dcn"], x["stretch"]
     sel = np.where(r == 1, 1.0, 0.0)
-    recompute = np.array(s.recompute)[r]
-    fwd_c = s.fwd_flops / (N * s.C) * uneven
-    bwd_c = (2.0 * s.fwd_flops + recompute) / (N * s.C) * uneven
-    tok = s.B / R
-    fe = np.maximum(f // e, 1)
-    shard = (s.P - s.P_exp) * ((f - 1) / f) + s.P_exp * ((fe - 1) / fe)
-    spb_f = _spb_numpy(s, "fsdp", f, t)
-    gather = mb * (s.b_param * shard / (t * p)) * spb_f
-    scatter = mb * (s.b_grad * shard / (t * p)) * spb_f
-    a2a = s.b_act * (tok / t) * s.k * s.D * ((e - 1) / e) * (s.L_moe / p) * spb_f
     over_f = [gather + 2.0 * a2a]
     over_b = [gather + scatter + (2.0 + 2.0 * full) * a2a]
-    per_pass = L_stage * 4.0 * ((t - 1) / t) * s.b_act * tok * s.D * _spb_numpy(s, "tensor", t, 1)
-    dp = 2.0 * ((d - 1) / d) * s.b_grad * s.P / (t * p * f) * _spb_numpy(s, "data", d, t * f)
-    hop = v * s.b_act * tok * s.D / t * _spb_numpy(s, "pipeline", p, t * f * d)
-    dcn = 2.0 * ((sl - 1) / sl) * s.b_grad * s.P / (t * p * f * d) * _spb_numpy(s, "slices", sl, 1)
-    stretch = (v * mb + p - 1) / (v * mb)
     D, F, Nh, K, H, V, c = model_shape(s.model)
     T = s.T
     tm = tok / mb                       # tokens of one microbatch of one replica

@@ -169,37 +169,51 @@ def _spb_numpy(s: _Setup, axis: str, n, inner):
     return np.where(one, 0.0, np.where(inside, 1.0 / s.w_gpu, out))
 
 
-def _costs_numpy(s: _Setup, g: dict):
-    """(step time s, memory per chip B) of every plan in `g`, the operations of :func:`_plan_terms` in order."""
+def _grid_terms(s: _Setup, g: dict) -> dict:
+    """The roofline's terms for every plan of the grid `g` (arrays): compute and traffic per pass and per
+    axis, as :func:`_plan_terms` defines them. Shared by :func:`_costs_numpy` and the calibrated estimate."""
     d, f, t, p, e, sl = g["data"], g["fsdp"], g["tensor"], g["pipeline"], g["expert"], g["slices"]
-    mb, sched, v, r = g["microbatches"], g["schedule"], g["virtual_stages"], g["remat"]
+    mb, v, r = g["microbatches"], g["virtual_stages"], g["remat"]
     N = d * f * t * p * sl
     R = d * f * sl
     L_stage = -(-s.L // (p * v)) * v
     uneven = L_stage * p / s.L
     full = np.where(r == 2, 1.0, 0.0)
     recompute = np.array(s.recompute)[r]
-    fwd_c = s.fwd_flops / (N * s.C) * uneven
-    bwd_c = (2.0 * s.fwd_flops + recompute) / (N * s.C) * uneven
     tok = s.B / R
     fe = np.maximum(f // e, 1)
     shard = (s.P - s.P_exp) * ((f - 1) / f) + s.P_exp * ((fe - 1) / fe)
     spb_f = _spb_numpy(s, "fsdp", f, t)
-    gather = mb * (s.b_param * shard / (t * p)) * spb_f
-    scatter = mb * (s.b_grad * shard / (t * p)) * spb_f
-    a2a = s.b_act * (tok / t) * s.k * s.D * ((e - 1) / e) * (s.L_moe / p) * spb_f
-    fwd = np.maximum(fwd_c, gather + 2.0 * a2a)
-    bwd = np.maximum(bwd_c, gather + scatter + (2.0 + 2.0 * full) * a2a)
-    per_pass = L_stage * 4.0 * ((t - 1) / t) * s.b_act * tok * s.D * _spb_numpy(s, "tensor", t, 1)
-    fwd = np.maximum(fwd, per_pass)
-    bwd = np.maximum(bwd, (2.0 + full) * per_pass)
-    bwd = np.maximum(bwd, 2.0 * ((d - 1) / d) * s.b_grad * s.P / (t * p * f) * _spb_numpy(s, "data", d, t * f))
-    hop = v * s.b_act * tok * s.D / t * _spb_numpy(s, "pipeline", p, t * f * d)
-    fwd = np.maximum(fwd, hop)
-    bwd = np.maximum(bwd, hop)
-    bwd = np.maximum(bwd, 2.0 * ((sl - 1) / sl) * s.b_grad * s.P / (t * p * f * d) * _spb_numpy(s, "slices", sl, 1))
-    stretch = (v * mb + p - 1) / (v * mb)
-    step = (fwd + bwd) * stretch
+    return dict(
+        L_stage=L_stage, full=full, tok=tok,
+        fwd_c=s.fwd_flops / (N * s.C) * uneven,
+        bwd_c=(2.0 * s.fwd_flops + recompute) / (N * s.C) * uneven,
+        gather=mb * (s.b_param * shard / (t * p)) * spb_f,
+        scatter=mb * (s.b_grad * shard / (t * p)) * spb_f,
+        a2a=s.b_act * (tok / t) * s.k * s.D * ((e - 1) / e) * (s.L_moe / p) * spb_f,
+        per_pass=L_stage * 4.0 * ((t - 1) / t) * s.b_act * tok * s.D * _spb_numpy(s, "tensor", t, 1),
+        dp=2.0 * ((d - 1) / d) * s.b_grad * s.P / (t * p * f) * _spb_numpy(s, "data", d, t * f),
+        hop=v * s.b_act * tok * s.D / t * _spb_numpy(s, "pipeline", p, t * f * d),
+        dcn=2.0 * ((sl - 1) / sl) * s.b_grad * s.P / (t * p * f * d) * _spb_numpy(s, "slices", sl, 1),
+        stretch=(v * mb + p - 1) / (v * mb),
+    )
+
+
+def _costs_numpy(s: _Setup, g: dict):
+    """(step time s, memory per chip B) of every plan in `g`, the operations of :func:`_plan_terms` in order."""
+    d, f, t, p = g["data"], g["fsdp"], g["tensor"], g["pipeline"]
+    mb, sched, v, r = g["microbatches"], g["schedule"], g["virtual_stages"], g["remat"]
+    x = _grid_terms(s, g)
+    L_stage, full, tok = x["L_stage"], x["full"], x["tok"]
+    fwd = np.maximum(x["fwd_c"], x["gather"] + 2.0 * x["a2a"])
+    bwd = np.maximum(x["bwd_c"], x["gather"] + x["scatter"] + (2.0 + 2.0 * full) * x["a2a"])
+    fwd = np.maximum(fwd, x["per_pass"])
+    bwd = np.maximum(bwd, (2.0 + full) * x["per_pass"])
+    bwd = np.maximum(bwd, x["dp"])
+    fwd = np.maximum(fwd, x["hop"])
+    bwd = np.maximum(bwd, x["hop"])
+    bwd = np.maximum(bwd, x["dcn"])
+    step = (fwd + bwd) * x["stretch"]
     local = s.P / (t * p * f)
     gathered = np.where(f > 1, 2.0 * s.b_param * s.P_layer / t, 0.0)
     held = np.where(p == 1, 1.0, np.where(sched == 0, mb * 1.0, np.where(

@@ -210,10 +210,7 @@ def predict_inference_result(result):
         >>> fmt(predict_inference_result("nim-h100x2-itl"), "s")   # reported: 18.58 ms
         '10.7 ms'
     """
-    r = _result(result)
-    m = _served_model(r)
-    topo, kw = _topology(r)
-    dtypes = dict(weight_dtype=r.weight_dtype, compute_dtype=r.compute_dtype)
+    r, m, topo, kw, dtypes = _configuration(result)
     if r.quantity == "decode_step_s":
         return explain(generate_step_time_s, m, topo, batch=r.batch, context=r.context, kv_dtype=r.kv_dtype,
                        **dtypes, **kw)
@@ -272,6 +269,13 @@ def _estimated_closed_loop(m, topo, r: InferenceResult, kw) -> Derivation:
                       (prefill,), where=("c: requests in flight; G: tokens each generates; P: tokens of each prompt",))
 
 
+def _configuration(result):
+    """A published figure, its model, its chips, their keyword arguments and its dtypes, ready to price."""
+    r = _result(result)
+    topo, kw = _topology(r)
+    return r, _served_model(r), topo, kw, dict(weight_dtype=r.weight_dtype, compute_dtype=r.compute_dtype)
+
+
 @derivable
 def estimate_inference_result(result):
     """The calibrated estimate of a published inference figure, from its configuration alone.
@@ -299,10 +303,7 @@ def estimate_inference_result(result):
     """
     from ._inference import estimated_generate_step_time_s, estimated_prefill_time_s
 
-    r = _result(result)
-    m = _served_model(r)
-    topo, kw = _topology(r)
-    dtypes = dict(weight_dtype=r.weight_dtype, compute_dtype=r.compute_dtype)
+    r, m, topo, kw, dtypes = _configuration(result)
     if r.quantity == "decode_step_s":
         return explain(estimated_generate_step_time_s, m, topo, batch=r.batch, context=r.context,
                        kv_dtype=r.kv_dtype, **dtypes, **kw)
