@@ -79,7 +79,7 @@ from ._parallelism import (
     tensor_parallel_max_degree,
 )
 from ._pipeline import PipelineOp, PipelineSchedule, pipeline_peak_activations, pipeline_schedule, plot_pipeline_schedule
-from ._estimate import INFERENCE_LOSSES, LOSSES
+from ._calibration import INFERENCE_LOSSES, LOSSES
 from ._plan_search import PipelineNeed, PlanSearch, needs_pipeline, pipeline_crossover, plot_pipeline_crossover, search_plans
 from ._plot import plot_roofline
 from ._probe import measure_copy_time_s, measure_machine, measure_matmul_time_s

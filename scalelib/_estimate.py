@@ -4,8 +4,9 @@ The roofline of :func:`~scalelib.training_cost` runs every matmul at peak and hi
 under compute wherever compute is longer. Real runs lose time to seven things it leaves out; the
 estimate charges each, with the constants of ``scalelib/data/estimate.toml`` (each with its source):
 
-* ``matmul_efficiency``: each matmul of a layer runs at the efficiency its size allows (a step
-  function of its GFLOP on one chip), or at the speed of reading its operands where that is slower;
+* ``matmul_efficiency``: each matmul of a layer runs at the efficiency its size allows (calculon's
+  table by its GFLOP on one chip, linear between the table's points so that a larger matmul never
+  takes less time), never above the caller's `efficiency`, plus the time of reading its operands;
 * ``memory_bound_ops``: the elementwise kernels of a layer, not overlapped with anything: two
   layernorms, two residual adds, two dropouts, the activation (GeLU or SwiGLU) and, without flash
   attention, the softmax and dropout of the attention scores; their bytes are Korthikanti et al.
@@ -17,7 +18,7 @@ estimate charges each, with the constants of ``scalelib/data/estimate.toml`` (ea
   AllToAlls (dispatch and combine) of k copies of each token; each at its network tier's achieved
   bandwidth plus a latency (NVLink inside a node, the scale-out network once the group spans nodes).
   On a TPU slice XLA overlaps them with the matmuls (collective matmul), so they cost what exceeds
-  the pass's compute;
+  the pass's compute, with a hop's latency per step of the ring;
 * ``recompute``: what a recomputed forward repeats besides its FLOPs (which the roofline counts):
   its elementwise kernels and, under full remat, its collectives (one re-gather per layer under
   selective remat with sequence parallelism);
@@ -29,109 +30,31 @@ estimate charges each, with the constants of ``scalelib/data/estimate.toml`` (ea
 * ``optimizer_step``: Adam's update, memory-bound: weights, state and master copy read and written,
   gradients read.
 
-Each pass lasts the longer of its serial work (compute and the charged losses) and the collectives
-still overlapped; the step is the two passes stretched by the pipeline bubble, plus what runs after
-the flush. With no loss charged the estimate is the roofline, to the last bit; the breakdown switches
-the losses on one at a time in the order above, so the losses add up exactly to estimate − roofline.
+**In layers.** The roofline (:mod:`scalelib._training`: compute at C, every collective at the data
+sheet's bandwidth, hidden where compute is longer) is the bottom layer, a lower bound; this module
+sits on it (it imports the roofline's terms, :func:`scalelib._training._grid_terms`, and the roofline
+never imports it); the plan search (:mod:`scalelib._plan_search`) sits on both. Each pass of the
+estimate lasts the longest of the roofline's own terms for that pass (kept as a floor), its serial
+work (compute and the charged losses that do not overlap) and the collectives still overlapped; the
+step is the two passes stretched by the pipeline bubble, plus what runs after the flush. A loss only
+lengthens a term or adds one, so the estimate is never below the roofline and each loss, the step
+with it switched on less the step before it (in the order above), is >= 0 by construction; the
+losses add up exactly to estimate − roofline, and with none charged the estimate is the roofline, to
+the last bit. (With a pipeline, the roofline keeps the data-parallel AllReduce inside the stretched
+backward pass; the estimate keeps that floor and adds the exposed AllReduce after the flush, so it
+errs slow, never below the bound.)
 """
 
 from __future__ import annotations
 
-import tomllib
-from functools import lru_cache
-from importlib import resources
-
 import numpy as np
 
+from . import _training
+from ._calibration import (INFERENCE_LOSS_SOURCES, INFERENCE_LOSSES, LOSS_SOURCES, LOSSES,  # noqa: F401 (re-exported)
+                           _hbm_efficiency, _matmul_efficiency, check_inference_losses, check_losses, constants,
+                           model_shape)
 from ._errors import InvalidValueError
-
-#: The losses the estimate charges, in the order its breakdown switches them on.
-LOSSES = ("matmul_efficiency", "memory_bound_ops", "tensor_collectives", "recompute", "pipeline_send_receive",
-          "data_parallel_exposed", "optimizer_step")
-
-#: Where each loss's formula and constants come from.
-LOSS_SOURCES = {
-    "matmul_efficiency": "matmul efficiency by size: calculon's A100 table (Isaev et al., SC 2023); operand reads "
-                         "at the HBM's achieved bandwidth",
-    "memory_bound_ops": "elementwise tensors of Korthikanti et al. 2022 (arXiv:2205.05198) section 4, read and "
-                        "written at 90% of HBM bandwidth (calculon's A100 figure)",
-    "tensor_collectives": "Megatron-LM's TP collectives (Shoeybi et al. 2019; Korthikanti et al. 2022), NVLink at "
-                          "80% (nccl-tests #212, #149) or InfiniBand at 90% (nccl-tests #119), latencies from "
-                          "calculon",
-    "recompute": "the recomputed forward's elementwise kernels and collectives (Korthikanti et al. 2022, section 5)",
-    "pipeline_send_receive": "one send of [tokens, D/t] per chunk, microbatch and pass (Narayanan et al. 2021, "
-                             "section 4.1, scatter-gather), InfiniBand at 90% with 20 us latency",
-    "data_parallel_exposed": "the gradient AllReduce after the pipeline flush (Narayanan et al. 2021, section 2.2), "
-                             "at the tier's achieved bandwidth",
-    "optimizer_step": "Adam's update (Kingma and Ba 2015) read and written at 90% of HBM bandwidth",
-}
-
-
-@lru_cache(maxsize=None)
-def constants() -> dict:
-    """The estimate's constants, read from ``scalelib/data/estimate.toml`` (each section with its source)."""
-    text = resources.files("scalelib").joinpath("data/estimate.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
-
-
-def _loss_names(losses, known: tuple, kind: str) -> frozenset:
-    """`losses` as a frozenset of names from `known`, or an error naming the argument and the names it takes."""
-    if isinstance(losses, str):
-        losses = (losses,)
-    try:
-        names = tuple(losses)
-    except TypeError:
-        raise InvalidValueError(f"`losses` must be a collection of loss names ({', '.join(known)}), "
-                                f"got {losses!r}") from None
-    for n in names:
-        if not isinstance(n, str) or n not in known:
-            raise InvalidValueError(f"`losses`: unknown loss {n!r}; the {kind} are {', '.join(known)} "
-                                    f"(losses=() gives the roofline)")
-    return frozenset(names)
-
-
-def check_losses(losses) -> frozenset:
-    """`losses` as a frozenset of loss names (the `losses=` keyword of the estimates), or a clear error."""
-    return _loss_names(losses, LOSSES, "losses")
-
-
-def _matmul_efficiency(gflop):
-    """A matmul's efficiency by its size (GFLOP on one chip): the step function of estimate.toml."""
-    c = constants()["matmul"]
-    gflop = np.asarray(gflop, dtype=float)
-    out = np.full(gflop.shape, c["efficiency"][-1])
-    for g, e in sorted(zip(c["gflop"], c["efficiency"])):
-        out = np.where(gflop >= g, e, out)
-    return out
-
-
-def _hbm_efficiency(mb):
-    """A memory-bound kernel's share of HBM bandwidth by the MB it moves: the step function of estimate.toml."""
-    c = constants()["hbm"]
-    mb = np.asarray(mb, dtype=float)
-    out = np.full(mb.shape, c["efficiency"][-1])
-    for size, e in sorted(zip(c["mb"], c["efficiency"])):
-        out = np.where(mb >= size, e, out)
-    return out
-
-
-#: The losses of the inference estimates, in the order their breakdown switches them on.
-INFERENCE_LOSSES = ("kernel_efficiency", "kernel_overhead", "tensor_collectives")
-
-INFERENCE_LOSS_SOURCES = {
-    "kernel_efficiency": "per-layer matmuls at calculon's A100 efficiency by size (scaled as fitted for training) "
-                         "and weight and KV-cache reads at its HBM efficiency by transfer size (Isaev et al. 2023)",
-    "kernel_overhead": "a fixed cost per layer per forward pass (kernel launches and gaps), fitted on NIM's two "
-                       "H100 figures",
-    "tensor_collectives": "two AllReduces of [tokens, D] per layer over the tensor-parallel chips (Shoeybi et al. "
-                          "2019), NVLink at 80% with 10 us latency (nccl-tests #212; calculon), ICI by "
-                          "allreduce_time_s",
-}
-
-
-def check_inference_losses(losses) -> frozenset:
-    """`losses` of an inference estimate as a frozenset of names, or a clear error."""
-    return _loss_names(losses, INFERENCE_LOSSES, "inference losses")
+from ._training import _SCHED_CODE, REMAT, _costs_numpy, _grid_terms
 
 
 class Hardware:
@@ -173,18 +96,17 @@ class Hardware:
         return s.log_chips / (s.w_ici * self.ici * logs[n]), self.hop * n / 2
 
 
-def model_shape(m):
-    """(D, F_eff, N, K, H, V, c) of a model for the per-layer kernels (F_eff: the MLP width a token uses)."""
-    c = 3 if m.gated else 2
-    F = m.F * (m.k or 1) if m.is_moe else m.F
-    return m.D, F, m.N, m.K, m.H, m.V, c
-
-
 def estimate_step(s, hw, g, on, *, parts=False):
     """The estimated step time (s) of every plan in the grid `g` (arrays, as the plan search's), with the losses
-    in `on` charged. With ``on`` empty it is the roofline of :func:`scalelib._plan_search._costs_numpy`."""
-    from ._plan_search import _costs_numpy, _grid_terms
+    in `on` charged. With ``on`` empty it is the roofline of :func:`scalelib._training._costs_numpy`, bit for bit.
 
+    Built on the roofline's terms: each pass lasts the longest of the roofline's own terms for it (its compute
+    at C, each axis's collectives at the data sheet's bandwidth: lower bounds, kept whatever the estimate adds),
+    its serial work (compute and the charged losses that do not overlap) and the collectives the estimate still
+    overlaps; the passes are stretched by the bubble, and what runs after the pipeline's flush is added. A loss
+    only ever lengthens a term or adds one, so the estimate is never below the roofline and switching a loss on
+    never shortens the step: every loss of :func:`losses_of` is >= 0 by construction.
+    """
     d, f, t, p, e, sl = g["data"], g["fsdp"], g["tensor"], g["pipeline"], g["expert"], g["slices"]
     mb, v, r = g["microbatches"], g["virtual_stages"], g["remat"]
     if not on:
@@ -194,6 +116,9 @@ def estimate_step(s, hw, g, on, *, parts=False):
     L_stage, full, tok, fwd_c, bwd_c = x["L_stage"], x["full"], x["tok"], x["fwd_c"], x["bwd_c"]
     gather, scatter, a2a, per_pass = x["gather"], x["scatter"], x["a2a"], x["per_pass"]
     dp, hop, dcn, stretch = x["dp"], x["hop"], x["dcn"], x["stretch"]
+    # the roofline's terms of each pass (as _costs_numpy takes their max): the floor of the estimate's pass
+    floor_f = [fwd_c, gather + 2.0 * a2a, per_pass, hop]
+    floor_b = [bwd_c, gather + scatter + (2.0 + 2.0 * full) * a2a, (2.0 + full) * per_pass, dp, hop, dcn]
     sel = np.where(r == 1, 1.0, 0.0)
     over_f = [gather + 2.0 * a2a]
     over_b = [gather + scatter + (2.0 + 2.0 * full) * a2a]
@@ -211,12 +136,14 @@ def estimate_step(s, hw, g, on, *, parts=False):
                (T, H, T, tm / T * Nh / t, 1.0, stored), (T, T, H, tm / T * Nh / t, stored, 1.0)]
         ideal = 0.0
         real = 0.0
+        cap = s.C / s.peak  # `efficiency`: no matmul beats the share of peak the caller allows
         for m_, k_, n_, batch, a_in, a_out in ops:
             flops = 2.0 * m_ * k_ * n_ * batch
             nbytes = s.b_act * (a_in * m_ * k_ + k_ * n_ + a_out * m_ * n_) * batch
-            ideal = ideal + flops / s.peak
-            real = real + flops / (s.peak * _matmul_efficiency(flops / 1e9) * hw.mm_scale) + nbytes / hw.hbm
-        factor = real / ideal * (s.C / s.peak)
+            ideal = ideal + flops / s.C
+            rate = s.peak * np.minimum(cap, _matmul_efficiency(flops / 1e9) * hw.mm_scale)
+            real = real + flops / rate + nbytes / hw.hbm
+        factor = real / ideal   # >= 1: every matmul at most at C, operand reads on top
         ser_f, ser_b = ser_f * factor, ser_b * factor
         out["matmul_efficiency"] = factor
     a_s = 1.0 / t if sequence_parallel else 1.0
@@ -245,10 +172,7 @@ def estimate_step(s, hw, g, on, *, parts=False):
         over_b[0] = gather + scatter
     elif "tensor_collectives" in on:  # XLA overlaps them with the matmuls (collective matmul): cost beyond compute
         over_f.append(L_stage * mb * tp_layer)
-        over_b.append(L_stage * mb * tp_layer * (1.0 + full))
-    else:
-        over_f.append(per_pass)
-        over_b.append((2.0 + full) * per_pass)
+        over_b.append(L_stage * mb * tp_layer * (2.0 + full))
     if "recompute" in on:
         redo = full * (layer_mem + tp_layer) + sel * (scores / hw.hbm + (ag if sequence_parallel else 0.0))
         ser_b = ser_b + L_stage * mb * redo
@@ -257,9 +181,6 @@ def estimate_step(s, hw, g, on, *, parts=False):
         send = np.where(p > 1, lat_p + s.b_act * tm * D / t * spb_p, 0.0)
         ser_f = ser_f + v * mb * send
         ser_b = ser_b + v * mb * send
-    else:
-        over_f.append(hop)
-        over_b.append(hop)
     if "data_parallel_exposed" in on:
         lat = hw.lat_ib if hw.gpu else hw.lat_dcn
         dp_real = np.where(d > 1, dp / hw.ib_fraction + 2.0 * lat, 0.0)
@@ -270,17 +191,14 @@ def estimate_step(s, hw, g, on, *, parts=False):
         over_b.append(np.where(piped, 0.0, dcn_real))
         over_f[0] = over_f[0] / hw.ib_fraction
         over_b[0] = over_b[0] / hw.ib_fraction
-    else:
-        over_b.append(dp)
-        over_b.append(dcn)
     if "optimizer_step" in on:
         local = s.P / (t * p * f)
         after = after + local * (2.0 * s.b_param + s.b_grad + 2.0 * s.b_state) / hw.hbm
     fwd = ser_f
-    for a in over_f:
+    for a in floor_f + over_f:
         fwd = np.maximum(fwd, a)
     bwd = ser_b
-    for b in over_b:
+    for b in floor_b + over_b:
         bwd = np.maximum(bwd, b)
     step = (fwd + bwd) * stretch + after
     return (step, out) if parts else step
@@ -288,8 +206,6 @@ def estimate_step(s, hw, g, on, *, parts=False):
 
 def plan_grid(plan) -> dict:
     """One plan as a grid of one (the plan search's arrays)."""
-    from ._training import REMAT, _SCHED_CODE
-
     g = {k: np.array([getattr(plan, k)], dtype=np.int64) for k in
          ("data", "fsdp", "tensor", "pipeline", "expert", "slices", "microbatches", "virtual_stages")}
     g["schedule"] = np.array([_SCHED_CODE[plan.schedule]], dtype=np.int64)
@@ -312,3 +228,6 @@ def losses_of(s, plan) -> dict:
         out[name] = now - prev
         prev = now
     return out, prev
+
+
+_training._estimate_of = losses_of  # the roofline's TrainingCost asks this layer for its estimate

@@ -24,7 +24,7 @@ import numpy as np
 
 from ._derivation import Derivation, derivable, explain, plain, q
 from ._errors import InvalidValueError
-from ._estimate import INFERENCE_LOSSES
+from ._calibration import INFERENCE_LOSSES
 from ._models import ModelSpec, model as _model
 from ._specs import ChipSpec, bytes_per_value, chip as _chip, dtype_name
 from ._topology import GpuCluster, TpuSlice
@@ -796,7 +796,7 @@ def speculative_time_per_token_s(model, topology, *, draft, k, acceptance, batch
 def _tp_allreduce_s(nbytes, topology, spec: ChipSpec, n: int):
     """One AllReduce of `nbytes` over the n chips serving the model, on its network tier, latency included."""
     from ._collectives import allreduce_time_s
-    from ._estimate import constants
+    from ._calibration import constants
 
     if n == 1:
         return np.zeros_like(np.asarray(nbytes, dtype=float))
@@ -879,7 +879,7 @@ def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dt
         ...                                    weight_dtype="fp8", compute_dtype="fp8"), "s")  # NIM: 18.58 ms
         '18.7 ms'
     """
-    from ._estimate import INFERENCE_LOSS_SOURCES, _hbm_efficiency, _matmul_efficiency, check_inference_losses, \
+    from ._calibration import INFERENCE_LOSS_SOURCES, _hbm_efficiency, _matmul_efficiency, check_inference_losses, \
         constants
 
     charged = check_inference_losses(losses)
@@ -955,9 +955,9 @@ def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="
         >>> from scalelib import fmt
         >>> fmt(estimated_prefill_time_s("llama-3-70b", "h100", num_chips=2, tokens=5000, weight_dtype="fp8",
         ...                              compute_dtype="fp8"), "s")   # NIM: 407 ms
-        '399 ms'
+        '398 ms'
     """
-    from ._estimate import INFERENCE_LOSS_SOURCES, _matmul_efficiency, check_inference_losses, constants, \
+    from ._calibration import INFERENCE_LOSS_SOURCES, _matmul_efficiency, check_inference_losses, constants, \
         model_shape
 
     charged = check_inference_losses(losses)

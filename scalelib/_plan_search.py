@@ -23,11 +23,12 @@ import numpy as np
 
 from ._derivation import Derivation, derivable
 from ._errors import InvalidValueError
-from ._estimate import LOSSES, Hardware, estimate_step
+from ._calibration import LOSSES
+from ._estimate import Hardware, estimate_step
 from ._models import model as _model
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_slice
-from ._training import (DEFAULT_SCHEDULE, REMAT, ParallelPlan, TrainingCost, _cost, _divisors, _plan_terms,
-                        _schedule_ok, _Setup, _setup, _split_ok)
+from ._training import (DEFAULT_SCHEDULE, REMAT, ParallelPlan, TrainingCost, _cost, _costs_numpy,  # noqa: F401
+                        _divisors, _grid_terms, _plan_terms, _schedule_ok, _Setup, _setup, _spb_numpy, _split_ok)
 from ._units import fmt
 from ._validate import count, flag, name as _name, shown
 
@@ -151,78 +152,6 @@ def _rules_one(s: _Setup, d, f, t, p, e, sl, mb, sched, v) -> bool:
     if not _schedule_ok(p, sched == _CODE[DEFAULT_SCHEDULE] and v == 1):
         return False
     return not (sched == 2 and mb % p)
-
-
-def _spb_numpy(s: _Setup, axis: str, n, inner):
-    """Seconds per byte of an axis for arrays of degrees (as :func:`scalelib._training._seconds_per_byte`)."""
-    one = n == 1
-    if axis == "slices":
-        return np.where(one, 0.0, 1.0 / s.w_dcn if s.w_dcn else 0.0)
-    if not s.gpu:
-        logs = np.zeros(s.chips + 1)
-        for k, value in s.logs.items():
-            logs[k] = value
-        return np.where(one, 0.0, s.log_chips / (s.w_ici * np.where(one, 1.0, logs[n])))
-    inside = inner * n <= s.g
-    cross = np.minimum(inner, s.g) / s.w_node
-    out = np.where(inner < s.g, np.maximum(1.0 / s.w_gpu, cross), cross)
-    return np.where(one, 0.0, np.where(inside, 1.0 / s.w_gpu, out))
-
-
-def _grid_terms(s: _Setup, g: dict) -> dict:
-    """The roofline's terms for every plan of the grid `g` (arrays): compute and traffic per pass and per
-    axis, as :func:`_plan_terms` defines them. Shared by :func:`_costs_numpy` and the calibrated estimate."""
-    d, f, t, p, e, sl = g["data"], g["fsdp"], g["tensor"], g["pipeline"], g["expert"], g["slices"]
-    mb, v, r = g["microbatches"], g["virtual_stages"], g["remat"]
-    N = d * f * t * p * sl
-    R = d * f * sl
-    L_stage = -(-s.L // (p * v)) * v
-    uneven = L_stage * p / s.L
-    full = np.where(r == 2, 1.0, 0.0)
-    recompute = np.array(s.recompute)[r]
-    tok = s.B / R
-    fe = np.maximum(f // e, 1)
-    shard = (s.P - s.P_exp) * ((f - 1) / f) + s.P_exp * ((fe - 1) / fe)
-    spb_f = _spb_numpy(s, "fsdp", f, t)
-    return dict(
-        L_stage=L_stage, full=full, tok=tok,
-        fwd_c=s.fwd_flops / (N * s.C) * uneven,
-        bwd_c=(2.0 * s.fwd_flops + recompute) / (N * s.C) * uneven,
-        gather=mb * (s.b_param * shard / (t * p)) * spb_f,
-        scatter=mb * (s.b_grad * shard / (t * p)) * spb_f,
-        a2a=s.b_act * (tok / t) * s.k * s.D * ((e - 1) / e) * (s.L_moe / p) * spb_f,
-        per_pass=L_stage * 4.0 * ((t - 1) / t) * s.b_act * tok * s.D * _spb_numpy(s, "tensor", t, 1),
-        dp=2.0 * ((d - 1) / d) * s.b_grad * s.P / (t * p * f) * _spb_numpy(s, "data", d, t * f),
-        hop=v * s.b_act * tok * s.D / t * _spb_numpy(s, "pipeline", p, t * f * d),
-        dcn=2.0 * ((sl - 1) / sl) * s.b_grad * s.P / (t * p * f * d) * _spb_numpy(s, "slices", sl, 1),
-        stretch=(v * mb + p - 1) / (v * mb),
-    )
-
-
-def _costs_numpy(s: _Setup, g: dict):
-    """(step time s, memory per chip B) of every plan in `g`, the operations of :func:`_plan_terms` in order."""
-    d, f, t, p = g["data"], g["fsdp"], g["tensor"], g["pipeline"]
-    mb, sched, v, r = g["microbatches"], g["schedule"], g["virtual_stages"], g["remat"]
-    x = _grid_terms(s, g)
-    L_stage, full, tok = x["L_stage"], x["full"], x["tok"]
-    fwd = np.maximum(x["fwd_c"], x["gather"] + 2.0 * x["a2a"])
-    bwd = np.maximum(x["bwd_c"], x["gather"] + x["scatter"] + (2.0 + 2.0 * full) * x["a2a"])
-    fwd = np.maximum(fwd, x["per_pass"])
-    bwd = np.maximum(bwd, (2.0 + full) * x["per_pass"])
-    bwd = np.maximum(bwd, x["dp"])
-    fwd = np.maximum(fwd, x["hop"])
-    bwd = np.maximum(bwd, x["hop"])
-    bwd = np.maximum(bwd, x["dcn"])
-    step = (fwd + bwd) * x["stretch"]
-    local = s.P / (t * p * f)
-    gathered = np.where(f > 1, 2.0 * s.b_param * s.P_layer / t, 0.0)
-    held = np.where(p == 1, 1.0, np.where(sched == 0, mb * 1.0, np.where(
-        sched == 1, np.minimum(mb, p) * 1.0, np.minimum(mb * 1.0, p + (p - 1) / v))))
-    tok_mb = tok / mb / t
-    act_values = np.array(s.act_values)
-    acts = s.b_act * act_values[r] * tok_mb * L_stage * held + full * s.b_act * s.act_values[0] * tok_mb
-    memory = s.b_param * local + s.b_grad * local + s.b_state * local + gathered + acts
-    return step, memory
 
 
 def _costs_loop(s: _Setup, g: dict):

@@ -45,7 +45,7 @@ import numpy as np
 
 from ._derivation import Derivation, derivable, explain, plain, q
 from ._errors import InvalidValueError, unknown
-from ._estimate import LOSS_SOURCES, LOSSES, check_losses, losses_of
+from ._calibration import LOSS_SOURCES, LOSSES, check_losses
 from ._models import ModelSpec, model as _model
 from ._pipeline import SCHEDULES
 from ._specs import bytes_per_value, dtype_name
@@ -432,7 +432,7 @@ def _plan_terms(s: _Setup, d, f, t, p, e, sl, mb, sched, v, r):
 
     Degrees: d data, f FSDP, t tensor, p pipeline, e expert, sl slices; mb microbatches; `sched` is
     0 GPipe, 1 1F1B, 2 interleaved, with v chunks per stage; `r` indexes REMAT. Every operation here is repeated, in
-    the same order, by :func:`scalelib._plan_search._costs_numpy`; the two must agree to the last bit.
+    the same order, by :func:`_costs_numpy`; the two must agree to the last bit.
     """
     N = d * f * t * p * sl                  # chips
     R = d * f * sl                          # replicas: ways the batch is split
@@ -490,7 +490,90 @@ def _plan_terms(s: _Setup, d, f, t, p, e, sl, mb, sched, v, r):
     return step, fwd_c, bwd_c, fwd, bwd, (p - 1) / (v * mb + p - 1), comms, memory
 
 
+# The calibrated estimate sits one layer above this module: scalelib._estimate imports this module (never the
+# reverse) and, when imported, installs here its pricing of one plan, (setup, plan) -> ({loss: s}, estimate s),
+# which a TrainingCost calls the first time its estimate is read.
+_estimate_of = None
+
 _SCHED_CODE = {"gpipe": 0, "1f1b": 1, "interleaved": 2}
+
+
+# --- the same terms for a whole grid of plans at once (arrays): the plan search's roofline, and what the
+# calibrated estimate builds on ---------------------------------------------------------------------------
+
+
+def _spb_numpy(s: _Setup, axis: str, n, inner):
+    """Seconds per byte of an axis for arrays of degrees (as :func:`_seconds_per_byte`)."""
+    one = n == 1
+    if axis == "slices":
+        return np.where(one, 0.0, 1.0 / s.w_dcn if s.w_dcn else 0.0)
+    if not s.gpu:
+        logs = np.zeros(s.chips + 1)
+        for k, value in s.logs.items():
+            logs[k] = value
+        return np.where(one, 0.0, s.log_chips / (s.w_ici * np.where(one, 1.0, logs[n])))
+    inside = inner * n <= s.g
+    cross = np.minimum(inner, s.g) / s.w_node
+    out = np.where(inner < s.g, np.maximum(1.0 / s.w_gpu, cross), cross)
+    return np.where(one, 0.0, np.where(inside, 1.0 / s.w_gpu, out))
+
+
+def _grid_terms(s: _Setup, g: dict) -> dict:
+    """The roofline's terms for every plan of the grid `g` (arrays): compute and traffic per pass and per
+    axis, as :func:`_plan_terms` defines them. Shared by :func:`_costs_numpy` and the calibrated estimate (scalelib._estimate), which
+    builds on them."""
+    d, f, t, p, e, sl = g["data"], g["fsdp"], g["tensor"], g["pipeline"], g["expert"], g["slices"]
+    mb, v, r = g["microbatches"], g["virtual_stages"], g["remat"]
+    N = d * f * t * p * sl
+    R = d * f * sl
+    L_stage = -(-s.L // (p * v)) * v
+    uneven = L_stage * p / s.L
+    full = np.where(r == 2, 1.0, 0.0)
+    recompute = np.array(s.recompute)[r]
+    tok = s.B / R
+    fe = np.maximum(f // e, 1)
+    shard = (s.P - s.P_exp) * ((f - 1) / f) + s.P_exp * ((fe - 1) / fe)
+    spb_f = _spb_numpy(s, "fsdp", f, t)
+    return dict(
+        L_stage=L_stage, full=full, tok=tok,
+        fwd_c=s.fwd_flops / (N * s.C) * uneven,
+        bwd_c=(2.0 * s.fwd_flops + recompute) / (N * s.C) * uneven,
+        gather=mb * (s.b_param * shard / (t * p)) * spb_f,
+        scatter=mb * (s.b_grad * shard / (t * p)) * spb_f,
+        a2a=s.b_act * (tok / t) * s.k * s.D * ((e - 1) / e) * (s.L_moe / p) * spb_f,
+        per_pass=L_stage * 4.0 * ((t - 1) / t) * s.b_act * tok * s.D * _spb_numpy(s, "tensor", t, 1),
+        dp=2.0 * ((d - 1) / d) * s.b_grad * s.P / (t * p * f) * _spb_numpy(s, "data", d, t * f),
+        hop=v * s.b_act * tok * s.D / t * _spb_numpy(s, "pipeline", p, t * f * d),
+        dcn=2.0 * ((sl - 1) / sl) * s.b_grad * s.P / (t * p * f * d) * _spb_numpy(s, "slices", sl, 1),
+        stretch=(v * mb + p - 1) / (v * mb),
+    )
+
+
+def _costs_numpy(s: _Setup, g: dict):
+    """(step time s, memory per chip B) of every plan in `g`, the operations of :func:`_plan_terms` in order."""
+    d, f, t, p = g["data"], g["fsdp"], g["tensor"], g["pipeline"]
+    mb, sched, v, r = g["microbatches"], g["schedule"], g["virtual_stages"], g["remat"]
+    x = _grid_terms(s, g)
+    L_stage, full, tok = x["L_stage"], x["full"], x["tok"]
+    fwd = np.maximum(x["fwd_c"], x["gather"] + 2.0 * x["a2a"])
+    bwd = np.maximum(x["bwd_c"], x["gather"] + x["scatter"] + (2.0 + 2.0 * full) * x["a2a"])
+    fwd = np.maximum(fwd, x["per_pass"])
+    bwd = np.maximum(bwd, (2.0 + full) * x["per_pass"])
+    bwd = np.maximum(bwd, x["dp"])
+    fwd = np.maximum(fwd, x["hop"])
+    bwd = np.maximum(bwd, x["hop"])
+    bwd = np.maximum(bwd, x["dcn"])
+    step = (fwd + bwd) * x["stretch"]
+    local = s.P / (t * p * f)
+    gathered = np.where(f > 1, 2.0 * s.b_param * s.P_layer / t, 0.0)
+    held = np.where(p == 1, 1.0, np.where(sched == 0, mb * 1.0, np.where(
+        sched == 1, np.minimum(mb, p) * 1.0, np.minimum(mb * 1.0, p + (p - 1) / v))))
+    tok_mb = tok / mb / t
+    act_values = np.array(s.act_values)
+    acts = s.b_act * act_values[r] * tok_mb * L_stage * held + full * s.b_act * s.act_values[0] * tok_mb
+    memory = s.b_param * local + s.b_grad * local + s.b_state * local + gathered + acts
+    return step, memory
+
 
 
 def _check_plan(s: _Setup, plan, topology) -> ParallelPlan:
@@ -541,7 +624,7 @@ def _cost(s: _Setup, plan: ParallelPlan) -> TrainingCost:
     # MFU <= efficiency <= 1 (the step is at least its compute at C); min() only drops rounding's last bit.
     return TrainingCost(plan, step, fwd_c + bwd_c, fwd, bwd, bubble, comms_s, bound, memory, s.hbm,
                         min(3.0 * s.fwd_flops / (step * N * s.peak), 1.0), s.B / N, recompute,
-                        lambda: losses_of(s, plan))
+                        lambda: _estimate_of(s, plan))
 
 
 def _derive_cost(s: _Setup, cost: TrainingCost) -> Derivation:
@@ -587,7 +670,8 @@ def training_cost(model, B, plan, topology, *, seq_len, dtype="bf16", param_dtyp
             10 bytes per parameter; ``"f32"``: ZeRO's mixed-precision Adam, 16 with the gradients).
         hbm_bytes: memory per chip to fit in (default: the chip's HBM).
         efficiency: the share of the peak C the matmuls reach (1: the roofline, the default; real kernels
-            reach some 0.6 to 0.8); MFU stays relative to the peak.
+            reach some 0.6 to 0.8); MFU stays relative to the peak. The estimate honours it as a ceiling: each
+            matmul runs at the lower of it and the efficiency its size allows.
         flash_attention: True (the default): the attention scores are never stored (a fused kernel); False:
             each layer without remat keeps them, Korthikanti et al. 2022's 5·a·s² bytes per sequence (a: heads,
             s: seq_len), split over the tensor axis, and the estimate reads and writes them.

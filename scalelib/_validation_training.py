@@ -214,7 +214,7 @@ def published_plan_estimate(run):
     Example:
         >>> cost = published_plan_estimate("korthikanti-175b-selective")
         >>> fmt(cost.time_s, "s"), fmt(cost.estimated_time_s, "s")      # measured: 13.75 s
-        ('7.44 s', '13.5 s')
+        ('7.44 s', '13.3 s')
     """
     r = _run(run)
     best = None
