@@ -395,3 +395,14 @@ def test_allgather_and_reducescatter_move_the_same_bytes_as_transposes(axes, dim
     assert g.nbytes == r.nbytes and g.moved_bytes == r.moved_bytes and g.time_s == r.time_s
     assert (g.shape_before, g.shape_after) == (r.shape_after, r.shape_before)
     assert g.group == r.group
+
+
+def test_the_reshard_search_prices_an_allreduce_at_twice_a_reducescatter():
+    # A[I, J]{U_XY} -> A[I_X, J] on 2 x 2: ReduceScatter over X onto I, then AllReduce over Y of the half-size
+    # block sends V/2 + 2·(V/2)·(1/2) = V per device; one AllReduce over X·Y would send 2·V·3/4 = 1.5·V. Priced
+    # as a ReduceScatter (V·3/4), the single AllReduce would win the search and move half as much again.
+    V = 1024 * 1024 * 2
+    plan = sl.plan_reshard("A[I, J]{U_XY} -> A[I_X, J]", {"I": 1024, "J": 1024}, {"X": 2, "Y": 2})
+    assert [(s.kind, s.axes) for s in plan.steps] == [("ReduceScatter", ("X",)), ("AllReduce", ("Y",))]
+    assert [s.moved_bytes for s in plan.steps] == [V / 2, V / 2]
+    assert plan.moved_bytes == V
