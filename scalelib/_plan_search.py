@@ -179,7 +179,7 @@ def _family_codes(g: dict) -> np.ndarray:
 
 
 def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, method, runners_up,
-            rank="estimate") -> PlanSearch:
+            rank="roofline") -> PlanSearch:
     start = time.perf_counter()
     g = _grid(s, slices, pipeline, max_microbatches, remats)
     if method == "numpy":
@@ -232,7 +232,7 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
 
 
 def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up, kw,
-                 rank="estimate"):
+                 rank="roofline"):
     s = _setup(model, B, topology, seq_len=seq_len, **kw)
     sl = count("slices", slices)
     if sl > 1 and s.gpu:
@@ -259,7 +259,7 @@ def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches
 @derivable
 def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_microbatches=64, remat=REMAT,
                  method="numpy", runners_up=5, dtype="bf16", param_dtype="bf16", grad_dtype="bf16", optimizer="adam",
-                 optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0, rank="estimate",
+                 optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0, rank="roofline",
                  flash_attention=True, sequence_parallel=True, losses=LOSSES):
     """Price every legal parallel plan for `model` on `topology` and return the fastest that fits, with runners-up.
 
@@ -268,12 +268,13 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
     `max_microbatches` microbatches (powers of 2; none shorter than a sequence), GPipe, 1F1B and
     interleaved schedules (2 and 4 chunks per stage) when there is a pipeline, and each remat
     policy in `remat`. Each is priced by the cost model of :func:`training_cost`, and ranked by its
-    calibrated estimate (``rank="estimate"``, the default: kernels below peak, elementwise kernels,
-    exposed tensor-parallel collectives on their network tier, which keeps TP inside a GPU node, and the
-    rest of :func:`estimated_step_time_s`'s losses) or by its roofline step (``rank="roofline"``: the
-    book's bound, every matmul at peak and every collective hidden where compute is longer, which may
-    stretch TP across GPU nodes). Either way ``best.time_s`` is the chosen plan's roofline step and
-    ``best.estimated_time_s`` its estimate.
+    roofline step (``rank="roofline"``, the default of every planning function here, :func:`needs_pipeline`
+    and :func:`pipeline_crossover` too: the book's bound, every matmul at peak and every collective hidden
+    where compute is longer, which may stretch TP across GPU nodes) or by its calibrated estimate
+    (``rank="estimate"``: kernels below peak, elementwise kernels, exposed tensor-parallel collectives on
+    their network tier, which keeps TP inside a GPU node, and the rest of :func:`estimated_step_time_s`'s
+    losses). Either way ``best.time_s`` is the chosen plan's roofline step and ``best.estimated_time_s``
+    its estimate.
 
     Formula:
         best = argmin over plans that fit of T_est (rank="estimate") or T_step (rank="roofline")
@@ -292,7 +293,8 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
         runners_up: how many other kinds of plan to report.
         dtype, param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype, hbm_bytes, efficiency: as in
             :func:`training_cost`.
-        rank: ``"estimate"`` (the default) or ``"roofline"``: what "fastest" means.
+        rank: ``"roofline"`` (the default: the bound) or ``"estimate"`` (the calibrated forecast): what
+            "fastest" means.
         flash_attention, sequence_parallel, losses: as in :func:`training_cost` (flash_attention also in
             the memory each plan needs; the other two only in the estimate).
 
@@ -304,14 +306,14 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
 
     Example:
         >>> from scalelib import gpu_cluster
-        >>> found = search_plans("llama-3-70b", 4 * 2**20, gpu_cluster(64, "h100"), seq_len=4096)
+        >>> bound = search_plans("llama-3-70b", 4 * 2**20, gpu_cluster(64, "h100"), seq_len=4096)  # the bound
+        >>> bound.best.plan, fmt(bound.best.time_s, "s"), bound.evaluated
+        (ParallelPlan(DP 8 × FSDP 8 × TP 8; 4 microbatches, remat none), '3.72 s', 16800)
+        >>> found = search_plans("llama-3-70b", 4 * 2**20, gpu_cluster(64, "h100"), seq_len=4096, rank="estimate")
         >>> found.best.plan
         ParallelPlan(FSDP 512; 2 microbatches, remat dot_product)
-        >>> fmt(found.best.estimated_time_s, "s"), fmt(found.best.time_s, "s"), found.evaluated
-        ('5.61 s', '3.81 s', 16800)
-        >>> bound = search_plans("llama-3-70b", 4 * 2**20, gpu_cluster(64, "h100"), seq_len=4096, rank="roofline")
-        >>> bound.best.plan, fmt(bound.best.time_s, "s")
-        (ParallelPlan(DP 8 × FSDP 8 × TP 8; 4 microbatches, remat none), '3.72 s')
+        >>> fmt(found.best.estimated_time_s, "s"), fmt(found.best.time_s, "s")
+        ('5.61 s', '3.81 s')
     """
     s, sl, pp, mm, remats, method, keep, rank = _search_args(
         model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up,
@@ -364,16 +366,17 @@ def needs_pipeline(model, B, topology, *, seq_len, slices=1, threshold=1.05, **o
     fits without it. Mostly it is needed where data-parallel communication would otherwise bind: a
     small high-bandwidth domain (8-GPU nodes) under a small batch per chip.
 
-    Unlike :func:`search_plans` it ranks by the roofline unless told otherwise (``rank="roofline"``):
-    the question it answers is chapter 5's, the book's, whether the bound itself needs a pipeline once
-    data-parallel traffic binds. ``rank="estimate"`` asks it of the calibrated estimate instead (each
-    side's plan chosen, and the speedup measured, by ``estimated_time_s``).
+    Like :func:`search_plans` and :func:`pipeline_crossover` it ranks by the roofline unless told otherwise
+    (``rank="roofline"``, the default of every planning function): the question it answers is chapter 5's,
+    the book's, whether the bound itself needs a pipeline once data-parallel traffic binds.
+    ``rank="estimate"`` asks it of the calibrated estimate instead (each side's plan chosen, and the
+    speedup measured, by ``estimated_time_s``); the two can disagree, and chapter 5 shows both.
 
     Args:
         model, B, topology, seq_len, slices: as in :func:`search_plans`.
         threshold: the speedup that counts as needing PP (>= 1).
         **options: further options of :func:`search_plans` (``remat``, ``max_microbatches``, dtypes,
-            ``rank``: ``"roofline"`` here by default).
+            ``rank``: ``"roofline"`` by default, as everywhere).
 
     Returns:
         a :class:`PipelineNeed` (times in s: roofline steps, or estimates under ``rank="estimate"``).
@@ -447,8 +450,9 @@ def pipeline_crossover(model, B, sizes, chip, *, seq_len, **options):
 
     GPUs come in whole nodes (8, or 72 for GB200 NVL72); TPUs (3D: v4p, v5p) in slices of 4x4x4 cubes,
     several slices over DCN once one slice would outgrow the pod. Like :func:`needs_pipeline`, which
-    it calls at each size, it ranks by the roofline (the bound whose crossover chapter 5 draws) unless
-    ``rank="estimate"`` is passed; then its MFUs and steps are the estimate's.
+    it calls at each size, and :func:`search_plans`, it ranks by the roofline (the default of every
+    planning function: the bound whose crossover chapter 5 draws) unless ``rank="estimate"`` is passed;
+    then its MFUs and steps are the estimate's.
 
     Args:
         model: a model name or a :class:`ModelSpec`.
@@ -456,7 +460,7 @@ def pipeline_crossover(model, B, sizes, chip, *, seq_len, **options):
         sizes: chip counts to try (whole numbers).
         chip: the chip (a GPU or a 3D TPU).
         seq_len: T, tokens per sequence.
-        **options: further options of :func:`search_plans` (``rank``: ``"roofline"`` here by default).
+        **options: further options of :func:`search_plans` (``rank``: ``"roofline"`` by default, as everywhere).
 
     Returns:
         numpy arrays in a dict, keyed ``chips``, ``mfu_with``, ``mfu_without`` (fractions; nan where nothing

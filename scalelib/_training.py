@@ -198,6 +198,9 @@ class TrainingCost:
     tokens_per_chip: float = field(default=0.0, repr=False)
     recompute_s: float = field(default=0.0, repr=False)
     _estimator: object = field(default=None, repr=False, compare=False)
+    # {axis: (forward s, backward s)} of the collectives and (forward, backward) compute s: which pass an axis binds
+    _passes: dict = field(default=None, repr=False, compare=False)
+    _pass_compute: tuple = field(default=None, repr=False, compare=False)
 
     @cached_property
     def _estimate(self) -> tuple:
@@ -270,10 +273,9 @@ def _binding(cost: TrainingCost) -> str:
     core = cost.forward_s + cost.backward_s
     options = []
     if cost.comms_s and core > cost.compute_s:
-        worst = max(cost.comms_s, key=cost.comms_s.get)
-        options.append((core - cost.compute_s, f"communication-bound on {worst}: its collectives take "
-                                               f"{fmt(cost.comms_s[worst], 's')} against {fmt(cost.compute_s, 's')} "
-                                               f"of compute"))
+        # the axis that binds is one ``bound`` calls communication-bound: the one whose collectives outlast their
+        # passes' compute the most (not the one with the most traffic, which may hide under a longer pass)
+        options.append(_comm_binding(cost))
     if cost.time_s > core:
         options.append((cost.time_s - core, f"the pipeline bubble idles {cost.bubble_fraction:.1%} of the step"))
     if cost.recompute_s:
@@ -282,6 +284,20 @@ def _binding(cost: TrainingCost) -> str:
     if not options:
         return "compute-bound on every axis, nothing recomputed"
     return max(options)[1]
+
+
+def _comm_binding(cost: TrainingCost) -> tuple:
+    """(seconds beyond compute, words) for the communication-bound axis that outlasts its passes' compute most."""
+    passes, (fwd_c, bwd_c) = cost._passes, cost._pass_compute
+    over = {a: max(x - fwd_c, 0.0) + max(y - bwd_c, 0.0) for a, (x, y) in passes.items()}
+    worst = max(over, key=over.get)
+    x, y = passes[worst]
+    if x > fwd_c and y > bwd_c or (x <= fwd_c and y <= bwd_c):
+        return over[worst], (f"communication-bound on {worst}: its collectives take {fmt(x + y, 's')} against "
+                             f"{fmt(fwd_c + bwd_c, 's')} of compute")
+    comm, compute, name = (x, fwd_c, "forward") if x > fwd_c else (y, bwd_c, "backward")
+    return over[worst], (f"communication-bound on {worst}: its collectives take {fmt(comm, 's')} against "
+                         f"{fmt(compute, 's')} of compute in the {name} pass")
 
 
 #: The most chips per slice (or GPU cluster) the cost model and the search take.
@@ -624,7 +640,7 @@ def _cost(s: _Setup, plan: ParallelPlan) -> TrainingCost:
     # MFU <= efficiency <= 1 (the step is at least its compute at C); min() only drops rounding's last bit.
     return TrainingCost(plan, step, fwd_c + bwd_c, fwd, bwd, bubble, comms_s, bound, memory, s.hbm,
                         min(3.0 * s.fwd_flops / (step * N * s.peak), 1.0), s.B / N, recompute,
-                        lambda: _estimate_of(s, plan))
+                        lambda: _estimate_of(s, plan), {names[a]: xy for a, xy in comms.items()}, (fwd_c, bwd_c))
 
 
 def _derive_cost(s: _Setup, cost: TrainingCost) -> Derivation:

@@ -265,7 +265,7 @@ def gpt3_search():
     topology = sl.gpu_cluster(128, "a100")
     kw = dict(seq_len=2048, master_dtype="f32", runners_up=3)
     return (sl.search_plans(GPT3, 1536 * 2048, topology, rank="roofline", **kw),
-            sl.search_plans(GPT3, 1536 * 2048, topology, **kw))  # the estimate: the default ranking
+            sl.search_plans(GPT3, 1536 * 2048, topology, rank="estimate", **kw))
 
 
 def test_for_gpt3_on_1024_a100s_the_estimate_keeps_tensor_parallelism_inside_a_node(gpt3_search):

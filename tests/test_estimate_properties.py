@@ -93,8 +93,8 @@ def test_efficiency_is_a_ceiling_the_estimate_honours():
     assert half.estimated_time_s > one.estimated_time_s
     # every matmul at most at half of peak: the estimate at least the roofline's compute at 0.5
     assert half.estimated_time_s >= half.compute_s
-    best_one = sl.search_plans(model, B, topology, seq_len=4096, runners_up=0).best
-    best_half = sl.search_plans(model, B, topology, seq_len=4096, runners_up=0, efficiency=0.5).best
+    best_one = sl.search_plans(model, B, topology, seq_len=4096, runners_up=0, rank="estimate").best
+    best_half = sl.search_plans(model, B, topology, seq_len=4096, runners_up=0, efficiency=0.5, rank="estimate").best
     assert best_half.estimated_time_s > best_one.estimated_time_s
     assert best_half.estimated_mfu <= 0.5
 

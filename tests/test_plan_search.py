@@ -106,10 +106,10 @@ def test_runners_up_are_other_kinds_of_parallelism_each_with_its_reason():
     assert len(families) >= 3  # on 16,384 GPUs many kinds of parallelism fit
     assert found.best.plan.family not in families and len(set(families)) == len(families)
     assert all(why.split(":")[0].endswith("slower") or why.startswith("fits nowhere") for _, why in found.runners_up)
-    assert found.rank == "estimate"  # the default ranking, its table led by the estimate
-    assert found.table().startswith("| plan | estimated step | estimated MFU | roofline step |")
-    bound = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(2048, "h100"), seq_len=4096, rank="roofline")
-    assert bound.table().startswith("| plan | step | MFU |")
+    assert found.rank == "roofline"  # the default ranking of every planning function: the bound
+    assert found.table().startswith("| plan | step | MFU |")
+    est = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(2048, "h100"), seq_len=4096, rank="estimate")
+    assert est.table().startswith("| plan | estimated step | estimated MFU | roofline step |")
 
 
 def test_llama_3_405b_on_16384_gpus_is_searched_over_every_plan():
@@ -219,7 +219,7 @@ def test_ranked_by_the_estimate_the_search_prices_each_plan_as_training_cost_est
     assert roofline.rank == "roofline" and roofline.estimated_times_s is None
     default = sl.search_plans("llama-3-8b", 2**20, topo, seq_len=4096, flash_attention=False,
                               sequence_parallel=False)
-    assert default.rank == "estimate" and default.best.plan == found.best.plan  # the estimate is the default
+    assert default.rank == "roofline" and default.estimated_times_s is None  # the bound is the default
 
 
 def test_needs_pipeline_asks_the_bound_unless_told_to_ask_the_estimate():
@@ -246,7 +246,7 @@ def test_the_ranking_is_checked():
 
 
 def test_plan_at_names_the_plan_of_each_position_of_the_grid():
-    found = sl.search_plans("llama-3-8b", 2**20, sl.gpu_cluster(2, "h100"), seq_len=4096)
+    found = sl.search_plans("llama-3-8b", 2**20, sl.gpu_cluster(2, "h100"), seq_len=4096, rank="estimate")
     i = int(np.argmin(np.where(found.memory_bytes <= 80e9, found.estimated_times_s, np.inf)))
     assert found.plan_at(i) == found.best.plan
     for bad in (-1, found.step_times_s.size, 1.5, True):

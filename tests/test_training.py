@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+
 import pytest
 
 import scalelib as sl
@@ -216,3 +218,21 @@ def test_mfu_refuses_a_step_shorter_than_the_peak_allows_and_accepts_exactly_tha
     with pytest.raises(sl.InvalidValueError, match=r"^`step_time_s`: a step of .* s is shorter than the smallest "
                                                    r"possible"):
         sl.model_flops_utilization("llama-3-8b", 64 * 4096, 0.99 * fastest, topo, seq_len=4096)
+
+
+def test_binding_names_an_axis_that_bound_calls_communication_bound():
+    # the case: TP moves the most bytes but hides under both passes; DP's AllReduce outlasts the backward
+    best = sl.search_plans("llama-3-8b", 3 * 2**20, sl.tpu_slice((16, 16, 16), "tpu-v5p"), seq_len=8192,
+                           slices=4).best
+    assert best.bound["DP"] == "communication-bound" and best.bound["TP"] == "hidden under compute"
+    assert best.comms_s["TP"] > best.comms_s["DP"]
+    assert best.binding.startswith("communication-bound on DP: ") and best.binding.endswith("in the backward pass")
+    # and over a whole search: whenever `binding` names an axis, `bound` says that axis is communication-bound
+    found = sl.search_plans("llama-3-70b", 4 * 2**20, sl.gpu_cluster(256, "h100"), seq_len=4096)
+    for i in range(0, found.step_times_s.size, 97):
+        if not np.isfinite(found.step_times_s[i]):
+            continue
+        cost = sl.training_cost("llama-3-70b", 4 * 2**20, found.plan_at(i), sl.gpu_cluster(256, "h100"), seq_len=4096)
+        if cost.fits and cost.binding.startswith("communication-bound on "):
+            axis = cost.binding.split()[2].rstrip(":")
+            assert cost.bound[axis] == "communication-bound", (cost.plan, cost.binding, cost.bound)
