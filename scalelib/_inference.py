@@ -816,9 +816,9 @@ def _tp_allreduce_s(nbytes, topology, spec: ChipSpec, n: int):
     return 2.0 * lat + 2.0 * (n - 1) / n * np.asarray(nbytes, dtype=float) / W
 
 
-def _add_collectives(value, comms, gpu: bool):
-    """A pass with its collectives: after its kernels on GPUs; on TPUs overlapped by XLA (the longer of the two)."""
-    return value + comms if gpu else np.maximum(value, comms)
+def _add_collectives(value, comms, overlapped: bool):
+    """A pass with its collectives: after its kernels, or overlapped with them (the longer of the two)."""
+    return np.maximum(value, comms) if overlapped else value + comms
 
 
 def _waterfall(roofline, charged, order, terms):
@@ -855,7 +855,8 @@ def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dt
     ``kernel_overhead``: a fixed cost per layer on GPUs (fitted, see there; a TPU runs the step as
     one compiled program); ``tensor_collectives``: two AllReduces
     of the step's [tokens, D] activations per layer over the chips (Megatron-style tensor parallelism),
-    on their network tier with its latency (after the kernels on GPUs; overlapped by XLA on TPUs).
+    on their network tier with its latency, after the kernels on GPUs and TPUs alike (each layer waits for
+    its AllReduce, and a decode step's matmuls are too small to hide it).
     ``losses=()`` gives the roofline.
 
     Formula:
@@ -914,7 +915,10 @@ def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dt
             value = value + L * overhead
         if "tensor_collectives" in on and served.spec is not None:
             V = np.asarray(B) * t * served.spec.D * 2.0
-            value = _add_collectives(value, L * 2 * _tp_allreduce_s(V, topology, spec, n), gpu)
+            # never overlapped, on a TPU either: each layer's AllReduce waits for its matmul and the next layer
+            # for the AllReduce, and a decode step's small memory-bound matmuls leave a collective matmul
+            # nothing to hide it under (chapters 7 and 11 and chapter 8's worked problem add them too)
+            value = _add_collectives(value, L * 2 * _tp_allreduce_s(V, topology, spec, n), False)
         return value
 
     value, parts = _waterfall(np.asarray(roof.value, dtype=float), charged, INFERENCE_LOSSES, terms)
@@ -1006,8 +1010,9 @@ def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="
         if "kernel_overhead" in on:
             value = value + overhead
         if "tensor_collectives" in on and m is not None:
+            # on a TPU a prefill's large compute-bound matmuls hide them (XLA's collective matmul, chapter 3)
             value = _add_collectives(value, m.L * 2 * _tp_allreduce_s(Bn * T * m.D * 2.0, topology, spec, n),
-                                     spec.family == "gpu")
+                                     spec.family != "gpu")
         return value
 
     value, parts = _waterfall(np.asarray(roof.value, dtype=float), charged, INFERENCE_LOSSES, terms)

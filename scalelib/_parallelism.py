@@ -14,6 +14,7 @@ import numpy as np
 
 from ._derivation import Derivation, derivable, explain, plain, q
 from ._errors import InvalidValueError
+from ._specs import bytes_per_value, dtype_name
 from ._topology import GpuCluster, TpuSlice
 from ._validate import count, number, positive, shown
 
@@ -80,35 +81,52 @@ def data_parallel_critical_batch(topology, *, dtype="bf16", axes=None):
 
 
 @derivable
-def tensor_parallel_max_degree(F, topology, *, dtype="bf16", axes=None):
+def tensor_parallel_max_degree(F, topology, *, dtype="bf16", axes=None, activation_dtype=None):
     """Largest tensor-parallel degree Y that stays compute-bound for an MLP of width F.
 
+    Each chip multiplies its [B, D] activations by its F/Y columns, 2·B·D·F/Y FLOPs at C, while the
+    [B, D] activations, x bytes a value, cross the links at W: compute-bound while
+    2·B·D·F/(Y·C) ≥ x·B·D/W. In bf16 (x = 2) that is the book's F·W/C; int8 arithmetic doubles C and,
+    with int8 activations, halves x, so the limit stays where bf16 puts it.
+
     Formula:
-        Y_max = F · W / C
+        Y_max = F · W / C · 2 / x   (x: bytes per activation value; bf16: F · W / C)
 
     Args:
         F: the MLP's hidden width (> 0).
         topology: a :class:`TpuSlice` or :class:`GpuCluster`.
         dtype: the dtype of the arithmetic (sets C).
         axes: on a TPU slice, the axes tensor parallelism runs over (all by default).
+        activation_dtype: the dtype of the activations the collectives move (sets x); None (the default):
+            the arithmetic's `dtype`.
 
     Returns:
         chips (a degree; not rounded).
 
     Chapter:
-        5 (Parallelism for training), 12 (GPUs)
+        5 (Parallelism for training), 7 (Inference), 12 (GPUs)
 
     Example:
         >>> from scalelib import gpu_cluster
         >>> round(tensor_parallel_max_degree(28672, gpu_cluster(1, "h100")), 1)
         13.0
+        >>> round(tensor_parallel_max_degree(28672, gpu_cluster(1, "h100"), dtype="fp8"), 1)   # 2x C, 1/2 x
+        12.9
     """
     F_ = positive("F", F)
     W, name, where = _link_bandwidth(topology, axes)
     C = explain(topology.spec.peak_flops_per_s, dtype=dtype)
-    return Derivation("Y_max", f"F · {name} / C", lambda: f"{q(F)} · {q(W, 'B/s')} / {q(C.value, 'FLOP/s')}",
-                      plain(np.asarray(F_) * W / C.value), "chips",
-                      where=("F: the MLP's hidden width", "C: a chip's peak FLOP/s", *where))
+    act = dtype_name(dtype if activation_dtype is None else activation_dtype, arg="activation_dtype")
+    x = bytes_per_value(act)
+    if x == 2:
+        return Derivation("Y_max", f"F · {name} / C", lambda: f"{q(F)} · {q(W, 'B/s')} / {q(C.value, 'FLOP/s')}",
+                          plain(np.asarray(F_) * W / C.value), "chips",
+                          where=("F: the MLP's hidden width", "C: a chip's peak FLOP/s", *where))
+    return Derivation("Y_max", f"F · {name} / C · 2 / x",
+                      lambda: f"{q(F)} · {q(W, 'B/s')} / {q(C.value, 'FLOP/s')} · 2 / {q(x)}",
+                      plain(np.asarray(F_) * W / C.value * 2.0 / x), "chips",
+                      where=("F: the MLP's hidden width", "C: a chip's peak FLOP/s",
+                             f"x: bytes per activation value ({act})", *where))
 
 
 @derivable

@@ -39,6 +39,21 @@ def _rates(chip, dtype, bandwidth):
             explain(spec.bytes_per_s, bandwidth=bandwidth))
 
 
+def _broadcastable(**arrays) -> None:
+    """Nothing when the arguments' shapes broadcast together (numpy's rule), else an error naming each and its shape.
+
+    Shared by the formula functions that take several arrays for a sweep (here and in scalelib._tiles).
+    """
+    shapes = {k: np.shape(v) for k, v in arrays.items() if v is not None}
+    try:
+        np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        named = [f"`{k}` has shape {s}" for k, s in shapes.items() if s != ()]
+        raise InvalidValueError(f"{', '.join(named[:-1])} and {named[-1]}: these arrays do not broadcast together; "
+                                f"give them one shape (or shapes numpy broadcasts, e.g. (3, 1) and (4,)), or single "
+                                f"numbers") from None
+
+
 @derivable
 def arithmetic_intensity(flops, nbytes):
     """Arithmetic intensity of an operation: FLOPs / bytes moved.
@@ -61,6 +76,7 @@ def arithmetic_intensity(flops, nbytes):
         341.3
     """
     F, N = nonnegative("flops", flops), positive("nbytes", nbytes)
+    _broadcastable(flops=F, nbytes=N)
     return Derivation("I", "FLOPs / nbytes", lambda: f"{q(flops, 'FLOP')} / {q(nbytes, 'B')}",
                       plain(np.asarray(F) / np.asarray(N)), "FLOP/B")
 
@@ -224,6 +240,7 @@ class Roofline:
 def _roofline(flops, nbytes, chip, dtype, bandwidth, steps=(), efficiency=1.0) -> Derivation:
     F = nonnegative("flops", flops)
     N = nonnegative("nbytes", nbytes)
+    _broadcastable(flops=F, nbytes=N)
     eff = _efficiency(efficiency)
     spec, dtype, bandwidth, C, W = _rates(chip, dtype, bandwidth)
     F, N = (plain(a) for a in np.broadcast_arrays(np.asarray(F, dtype=float), np.asarray(N, dtype=float)))
@@ -317,6 +334,7 @@ def matmul_flops(B, D, F):
         549755813888.0
     """
     B_, D_, F_ = positive("B", B), positive("D", D), positive("F", F)
+    _broadcastable(B=B_, D=D_, F=F_)
     return Derivation("FLOPs", "2·B·D·F", lambda: f"2·{q(B)}·{q(D)}·{q(F)}",
                       plain(2 * np.asarray(B_) * np.asarray(D_) * np.asarray(F_)), "FLOP",
                       where=("B, D, F: the sides of [B, D] x [D, F]",))
@@ -353,6 +371,7 @@ def matmul_bytes(B, D, F, *, dtype="bf16", weight_dtype=None, out_dtype=None):
         '268 MB'
     """
     B_, D_, F_ = positive("B", B), positive("D", D), positive("F", F)
+    _broadcastable(B=B_, D=D_, F=F_)
     xd, wd, od = _matmul_dtypes(dtype, weight_dtype, out_dtype)
     x, w, o = bytes_per_value(xd), bytes_per_value(wd), bytes_per_value(od)
     B_, D_, F_ = np.asarray(B_), np.asarray(D_), np.asarray(F_)
@@ -468,6 +487,7 @@ def critical_batch_size(chip, *, dtype="bf16", weight_dtype=None, D=None, F=None
     if D is None or F is None:
         raise InvalidValueError("give both `D` and `F` (or neither, for the large-matrix limit)")
     D_, F_ = np.asarray(positive("D", D)), np.asarray(positive("F", F))
+    _broadcastable(D=D_, F=F_)
     denominator = 2 * D_ * F_ - I * (x * D_ + x * F_)
     # Where no batch reaches the ridge the denominator is not positive: the answer is inf (never).
     reachable = np.where(denominator > 0, denominator, np.nan)

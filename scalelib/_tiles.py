@@ -26,6 +26,7 @@ import numpy as np
 
 from ._derivation import Derivation, derivable, plain, q
 from ._errors import InvalidValueError
+from ._roofline import _broadcastable
 from ._specs import bytes_per_value, chip as _chip, dtype_name
 from ._units import fmt
 from ._validate import count, counts, positive
@@ -64,6 +65,7 @@ def tile_intensity(bm, bn, *, K=None, dtype="bf16", out_dtype=None):
         62.1
     """
     bm_, bn_ = np.asarray(positive("bm", bm)), np.asarray(positive("bn", bn))
+    _broadcastable(bm=bm_, bn=bn_, K=None if K is None else positive("K", K))
     b = bytes_per_value(dtype)
     if K is None:
         return Derivation("I_tile", "2·bm·bn / ((bm + bn)·b)", lambda: f"2·{q(bm)}·{q(bn)} / (({q(bm)} + {q(bn)})·{q(b)})",
@@ -102,6 +104,7 @@ def tile_smem_bytes(bm, bn, bk, *, dtype="bf16", stages=2):
         '197 kB'
     """
     bm_, bn_, bk_ = (np.asarray(positive(n, v)) for n, v in (("bm", bm), ("bn", bn), ("bk", bk)))
+    _broadcastable(bm=bm_, bn=bn_, bk=bk_)
     s = count("stages", stages)
     b = bytes_per_value(dtype)
     return Derivation("SMEM", "stages·(bm + bn)·bk·b", lambda: f"{s}·({q(bm)} + {q(bn)})·{q(bk)}·{q(b)}",

@@ -362,3 +362,30 @@ def test_the_sweep_covers_the_contract_table_and_every_allowance_names_an_existi
     assert set(NOT_SWEPT) <= set(contract.CALLS)
     for name, arg in ALLOWED:  # an allowance for an argument that no longer exists would hide nothing
         assert arg in dict((a, s) for s, a in _named_slots(name)), (name, arg)
+
+
+# --- arrays of shapes that do not broadcast ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda: sl.matmul_flops([1024, 2048], [1024, 2048, 4096], 8192), ("B", "D")),
+    (lambda: sl.matmul_bytes([1024, 2048], 4096, [1, 2, 3]), ("B", "F")),
+    (lambda: sl.matmul_intensity(1024, [1024, 2048], [1, 2, 3]), ("D", "F")),
+    (lambda: sl.arithmetic_intensity([1e9, 2e9], [1e6, 2e6, 3e6]), ("flops", "nbytes")),
+    (lambda: sl.roofline([1e9, 2e9], [1e6, 2e6, 3e6], "tpu-v5e"), ("flops", "nbytes")),
+    (lambda: sl.critical_batch_size("tpu-v5e", D=[4096, 8192], F=[1, 2, 3]), ("D", "F")),
+    (lambda: sl.tile_intensity([128, 256], [128, 256, 512]), ("bm", "bn")),
+    (lambda: sl.tile_smem_bytes([128, 256], 128, [32, 64, 128]), ("bm", "bk")),
+], ids=["matmul_flops", "matmul_bytes", "matmul_intensity", "arithmetic_intensity", "roofline",
+        "critical_batch_size", "tile_intensity", "tile_smem_bytes"])
+def test_arrays_that_do_not_broadcast_are_refused_naming_each_argument_and_its_shape(call, names):
+    first, second = names
+    with pytest.raises(sl.InvalidValueError, match=rf"^`{first}` has shape \(2,\) and `{second}` has shape \(3,\): "
+                                                   r"these arrays do not broadcast together"):
+        call()
+
+
+def test_arrays_that_broadcast_still_sweep():
+    np.testing.assert_array_equal(sl.matmul_flops(np.array([[1], [2]]), [1, 2, 3], 4),
+                                  2 * np.array([[1], [2]]) * np.array([1, 2, 3]) * 4)
+    assert np.shape(sl.tile_intensity([128, 256], [[128], [256], [512]], K=4096)) == (3, 2)

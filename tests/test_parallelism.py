@@ -100,3 +100,18 @@ def test_the_interleaved_bubble_by_hand():
     for p, m, v in ((4, 8, 2), (8, 16, 4), (2, 2, 3)):
         assert sl.pipeline_bubble_fraction(p, m, virtual_stages=v) == pytest.approx((p - 1) / (v * m + p - 1))
     assert sl.pipeline_bubble_fraction(1, 5) == 0.0
+
+
+def test_the_tensor_parallel_limit_counts_the_activation_bytes_of_its_dtype():
+    # 2·B·D·F/(Y·C) >= x·B·D/W  =>  Y <= 2·F·W/(x·C): int8 arithmetic doubles C (a v5e's 394 against 197
+    # TFLOP/s) and int8 activations halve x, so the limit is bf16's, F·W/C_bf16, not half of it
+    F, v5e = 16384, sl.tpu_slice((4, 4), "tpu-v5e")
+    W = 45e9          # a 4x4 has no wraparound: its X axis is a line of 4 chips, 45 GB/s one way (chapter 7)
+    C_bf16, C_int8 = 1.97e14, 3.94e14
+    assert sl.tensor_parallel_max_degree(F, v5e, axes="X") == pytest.approx(F * W / C_bf16, rel=1e-9)
+    int8 = sl.tensor_parallel_max_degree(F, v5e, dtype="int8", axes="X")
+    assert int8 == pytest.approx(2 * F * W / (1 * C_int8), rel=1e-9) and round(float(int8), 2) == 3.74
+    bf16_acts = sl.tensor_parallel_max_degree(F, v5e, dtype="int8", axes="X", activation_dtype="bf16")
+    assert bf16_acts == pytest.approx(F * W / C_int8, rel=1e-9) and round(float(bf16_acts), 2) == 1.87
+    with pytest.raises(sl.UnknownNameError, match=r"^`activation_dtype`: unknown dtype .int3."):
+        sl.tensor_parallel_max_degree(F, v5e, activation_dtype="int3")
