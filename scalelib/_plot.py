@@ -140,3 +140,110 @@ def _pair(value):
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__") or len(value) != 2:
         raise InvalidValueError(f"`intensity_range` must be a pair (low, high) in FLOP/B, got {shown(value)}")
     return value
+
+
+def _time_unit(seconds: float) -> tuple[str, float]:
+    """The unit a waterfall's axis reads in, and seconds per unit, for times up to `seconds`."""
+    if seconds >= 1.0:
+        return "s", 1.0
+    if seconds >= 1e-3:
+        return "ms", 1e-3
+    return "µs", 1e-6
+
+
+def plot_waterfall(roofline_s, losses, *, measured_s=None, orientation="horizontal", what="step", ax=None):
+    """The calibrated estimate as a waterfall: the roofline (the bound), each loss stacked on it, the estimate.
+
+    The first bar is the roofline; each loss starts where the one before it ended, so the last loss ends
+    at the estimate, drawn as the last bar; a dashed line marks a measured time, if one is given. Each
+    bar carries its time. Used for a training step (``TrainingCost.time_s`` and ``.losses_s``) in
+    chapter 6 and for an inference step or prefill (the differences of the estimate with the losses
+    switched on one at a time) in chapter 8.
+
+    Formula:
+        estimate = roofline + Σ losses   (each loss >= 0: the estimate never falls below the bound)
+
+    Args:
+        roofline_s: the roofline's time (s, > 0).
+        losses: {loss name: seconds >= 0}, in the order they are switched on (e.g. ``cost.losses_s``).
+        measured_s: a measured time to mark (s), or None.
+        orientation: ``"horizontal"`` (bars along x, one row per term) or ``"vertical"``.
+        what: what the times are of, for the axis label (``"step"``, ``"training step"``, ``"prefill"``).
+        ax: a matplotlib Axes to draw on; a new figure when None.
+
+    Returns:
+        The matplotlib Axes (times in s, ms or µs, as the axis label says).
+
+    Chapter:
+        6 (Training LLaMA 3), 8 (Serving LLaMA 3)
+
+    Example:
+        >>> ax = plot_waterfall(7.44, {"matmul_efficiency": 3.33, "tensor_collectives": 1.23}, measured_s=13.75,
+        ...                     what="training step")
+        >>> ax.get_xlabel(), [t.get_text() for t in ax.get_yticklabels()]
+        ('time per training step (s)', ['roofline', 'matmul efficiency', 'tensor collectives', 'estimate'])
+    """
+    from ._diagrams import _axes
+    from ._validate import name as _name, nonnegative
+
+    base = positive("roofline_s", roofline_s)
+    if np.ndim(base):
+        raise InvalidValueError(f"`roofline_s` must be one time in seconds, got {shown(roofline_s)}")
+    if not isinstance(losses, dict) or not all(isinstance(k, str) for k in losses):
+        raise InvalidValueError(f"`losses` must be a dict of loss names to seconds (e.g. cost.losses_s), "
+                                f"got {shown(losses)}")
+    parts = {}
+    for k, v in losses.items():
+        t = nonnegative(f"losses['{k}']", v)
+        if np.ndim(t):
+            raise InvalidValueError(f"`losses`: {k!r} must be one time in seconds, got {shown(v)}")
+        parts[k] = float(t)
+    measured = None if measured_s is None else float(positive("measured_s", measured_s))
+    _name("orientation", orientation, ("horizontal", "vertical"), "orientation")
+    if not isinstance(what, str) or not what:
+        raise InvalidValueError(f"`what` must be a few words (what the times are of), got {shown(what)}")
+    estimate = float(base) + sum(parts.values())
+    unit, per = _time_unit(max(estimate, measured or 0.0))
+    names = ["roofline"] + [k.replace("_", " ") for k in parts] + ["estimate"]
+    starts = [0.0]
+    sizes = [float(base)]
+    for t in parts.values():
+        starts.append(starts[-1] + sizes[-1])
+        sizes.append(t)
+    starts.append(0.0)
+    sizes.append(estimate)
+    starts, sizes = np.array(starts) / per, np.array(sizes) / per
+    colors = ["tab:blue"] + ["tab:orange"] * len(parts) + ["tab:green"]
+    created = ax is None
+    ax = _axes(ax, figsize=(8.5, 0.45 * len(names) + 1.6) if orientation == "horizontal" else (5.0, 4.6))
+    top = max(estimate, measured or 0.0) / per
+    labels = [fmt(s * per, "s") for s in sizes]
+    if orientation == "horizontal":
+        pos = np.arange(len(names))[::-1]
+        ax.barh(pos, sizes, left=starts, color=colors)
+        for p, s, w, text in zip(pos, starts, sizes, labels):
+            ax.text(s + w + 0.01 * top, p, text, va="center", fontsize=10,
+                    bbox=dict(facecolor="white", edgecolor="none", pad=0.5))
+        if measured is not None:
+            ax.axvline(measured / per, color="k", ls="--", lw=1.5, label=f"measured: {fmt(measured, 's')}")
+        ax.set_yticks(pos, names)
+        ax.set_xlabel(f"time per {what} ({unit})")
+        ax.set_xlim(0, 1.25 * top)
+        ax.grid(axis="x", alpha=0.3)
+    else:
+        pos = np.arange(len(names))
+        ax.bar(pos, sizes, bottom=starts, color=colors, width=0.7)
+        for p, s, h, text in zip(pos, starts, sizes, labels):
+            ax.text(p, s + h + 0.01 * top, text, ha="center", va="bottom", fontsize=10)
+        if measured is not None:
+            ax.axhline(measured / per, color="k", ls="--", lw=1.2, label=f"measured: {fmt(measured, 's')}")
+        ax.set_xticks(pos, names, rotation=40, ha="right", rotation_mode="anchor")
+        ax.set_ylabel(f"time per {what} ({unit})")
+        ax.set_ylim(0, 1.2 * top)
+        ax.grid(axis="y", alpha=0.3)
+    if measured is not None:
+        ax.legend(fontsize=10, loc="upper right" if orientation == "horizontal" else "upper left")
+    if created:
+        ax.figure.tight_layout()
+        _legible(ax.figure, relayout=True)
+    return ax
