@@ -11,7 +11,6 @@ a real run should come out below it.
 
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,7 +22,7 @@ from ._errors import InvalidValueError, unknown
 from ._models import ModelSpec, model as _model
 from ._plan_search import SEARCH_SCHEDULES
 from ._topology import gpu_cluster, tpu_slice
-from ._training import ParallelPlan, training_cost
+from ._training import ParallelPlan, _divisors, training_cost
 from ._transformer import train_flops
 from ._validate import flag, shown
 
@@ -145,7 +144,8 @@ def _run(run) -> TrainingRun:
 def published_plan_cost(run):
     """The fastest way to run a published configuration: its axes fixed, the unpublished details chosen.
 
-    Every pipeline schedule the plan search tries, microbatches in powers of 2 and the run's remat
+    Every pipeline schedule the plan search tries, every microbatch count that cuts a replica's
+    sequences into whole ones (the published count, where the paper gives one) and the run's remat
     policies are priced with :func:`~scalelib.training_cost`; the fastest plan that fits in memory wins.
 
     Args:
@@ -181,8 +181,10 @@ def _candidates(r: TrainingRun, **options):
     if r.microbatches is not None:
         schedules, counts = ((r.schedule, r.virtual_stages),), (r.microbatches,)
     else:
+        # every count that cuts a replica's sequences into whole ones (a microbatch never holds part of a
+        # sequence): 280 sequences are tried as 280 microbatches of one, 140 of two, ..., not 256 of 1.09
         schedules = SEARCH_SCHEDULES if r.pipeline > 1 else SEARCH_SCHEDULES[:1]
-        counts = tuple(2**i for i in range(int(math.log2(max(sequences, 1))) + 1))
+        counts = tuple(_divisors(max(sequences, 1)))
     for schedule, v in schedules:
         for m in counts:
             for remat in r.remat:

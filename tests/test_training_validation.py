@@ -120,3 +120,14 @@ def test_the_calibrated_estimate_lands_between_the_roofline_and_a_quarter_past_t
     cost = sl.published_plan_estimate(name)
     measured = sl.measured_step_time_s(name)
     assert cost.time_s < measured and 0.75 * measured <= cost.estimated_time_s <= 1.25 * measured
+
+
+def test_an_unpublished_microbatch_count_cuts_each_replicas_sequences_into_whole_ones():
+    # Megatron-LM's 530B run: 2,520 sequences a step over 9 data-parallel replicas, 280 each; a count such as 256
+    # would put 1.09 sequences in a microbatch, so only counts that divide 280 are tried
+    for name in ("megatron-530b-a100", "megatron-146b-a100", "llama3-405b-8k-h100"):
+        r = next(x for x in sl.training_runs() if x.name == name)
+        sequences = r.B / (r.data * r.fsdp * r.seq_len)
+        assert sequences == int(sequences)
+        for cost in (sl.published_plan_cost(name), sl.published_plan_estimate(name)):
+            assert int(sequences) % cost.plan.microbatches == 0, (name, cost.plan)
