@@ -198,7 +198,10 @@ def plot_waterfall(roofline_s, losses, *, measured_s=None, orientation="horizont
         if np.ndim(t):
             raise InvalidValueError(f"`losses`: {k!r} must be one time in seconds, got {shown(v)}")
         parts[k] = float(t)
-    measured = None if measured_s is None else float(positive("measured_s", measured_s))
+    measured = None if measured_s is None else positive("measured_s", measured_s)
+    if np.ndim(measured):
+        raise InvalidValueError(f"`measured_s` must be one time in seconds (or None), got {shown(measured_s)}")
+    measured = None if measured is None else float(measured)
     _name("orientation", orientation, ("horizontal", "vertical"), "orientation")
     if not isinstance(what, str) or not what:
         raise InvalidValueError(f"`what` must be a few words (what the times are of), got {shown(what)}")

@@ -178,8 +178,9 @@ class TrainingCost:
 
     ``comms_s`` maps each axis in use to its collectives' time per step (forward + backward);
     ``bound`` says for each whether it hides under compute; ``memory_bytes`` breaks a chip's
-    memory down; ``binding`` names what costs the most beyond compute. All of these are the
-    roofline's. Beside them, the calibrated estimate (computed when first read):
+    memory down; ``binding`` names what costs the most beyond compute (a communication-bound axis is
+    one ``bound`` calls so: the one whose collectives outlast their passes' compute the most, not the one
+    moving the most bytes). All of these are the roofline's. Beside them, the calibrated estimate (computed when first read):
     ``estimated_time_s`` and ``estimated_mfu``, the named losses ``losses_s`` (seconds, adding up to
     estimated_time_s − time_s), their ``loss_sources``, and ``estimate_table()``, the waterfall.
     """
