@@ -23,8 +23,8 @@ LOSSES = ("matmul_efficiency", "memory_bound_ops", "tensor_collectives", "recomp
 
 #: Where each loss's formula and constants come from.
 LOSS_SOURCES = {
-    "matmul_efficiency": "matmul efficiency by size: calculon's A100 table (Isaev et al., SC 2023); operand reads "
-                         "at the HBM's achieved bandwidth",
+    "matmul_efficiency": "matmul efficiency by size: calculon's A100 table (Isaev et al., SC 2023), linear between "
+                         "its points; operand reads at the HBM's achieved bandwidth",
     "memory_bound_ops": "elementwise tensors of Korthikanti et al. 2022 (arXiv:2205.05198) section 4, read and "
                         "written at 90% of HBM bandwidth (calculon's A100 figure)",
     "tensor_collectives": "Megatron-LM's TP collectives (Shoeybi et al. 2019; Korthikanti et al. 2022), NVLink at "
