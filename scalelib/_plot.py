@@ -16,13 +16,19 @@ from ._validate import positive, shown
 COLUMN_PX = 676
 #: The smallest text a figure may show there (CSS px).
 MIN_TEXT_PX = 9.5
+#: The width (CSS px) of the text column in a 390 px phone window (the page's 16 px margins taken off),
+#: and the smallest text a figure may show there once scaled down to it.
+PHONE_COLUMN_PX = 358
+PHONE_MIN_TEXT_PX = 7.0
 
 
-def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, relayout: bool = False):
+def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, relayout: bool = False, *,
+             phone_min_px: float = PHONE_MIN_TEXT_PX + 0.2, phone_column_px: float = PHONE_COLUMN_PX):
     """Raise every text of `fig` (labels, ticks, legends, titles) to at least `min_px` CSS pixels
-    as the site shows it: the figure saved with a tight bounding box at its dpi, then scaled down
-    to the `column_px` text column if wider. Sizes only grow; what the figure shows is unchanged.
-    Returns the smallest text size, in CSS pixels, once shown."""
+    as the site shows it in a 1280 px window, and `phone_min_px` in a 390 px one: the figure saved
+    with a tight bounding box at its dpi, then scaled down to the `column_px` (`phone_column_px`)
+    text column if wider. Sizes only grow; what the figure shows is unchanged.
+    Returns the smallest text size, in CSS pixels, once shown in the 1280 px window."""
     from matplotlib.text import Text
 
     for _ in range(4):
@@ -30,8 +36,8 @@ def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, rel
             fig.tight_layout()
         renderer = fig.canvas.get_renderer()
         width_px = fig.get_tightbbox(renderer).width * fig.dpi
-        scale = min(1.0, column_px / width_px)
-        need_pt = min_px / scale * 72.0 / fig.dpi
+        need_pt = max(min_px / min(1.0, column_px / width_px),
+                      phone_min_px / min(1.0, phone_column_px / width_px)) * 72.0 / fig.dpi
         changed = False
         for ax in fig.axes:
             for axis in (ax.xaxis, ax.yaxis):

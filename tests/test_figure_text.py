@@ -1,6 +1,7 @@
 """Every figure a chapter draws keeps its text legible on the site: the kernels the suite runs notebooks in
-(nbval's) fail a cell that leaves a figure whose smallest text is under 9 px as a 1280 px window shows it
-(tests/ipython_startup/figure_text.py, installed by conftest.py). These tests hold that check to its word."""
+(nbval's) fail a cell that leaves a figure whose smallest text is under 9 px as a 1280 px window shows it, or
+under 7 px as a 390 px phone window shows it (tests/ipython_startup/figure_text.py, installed by conftest.py).
+These tests hold that check to its word."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import nbclient  # noqa: E402
 import nbformat  # noqa: E402
 import pytest  # noqa: E402
 
-from scalelib._plot import COLUMN_PX, _smallest_text_px  # noqa: E402
+from scalelib._plot import COLUMN_PX, PHONE_COLUMN_PX, _legible, _smallest_text_px  # noqa: E402
 
 
 def test_text_is_measured_as_the_site_shows_it():
@@ -28,6 +29,24 @@ def test_text_is_measured_as_the_site_shows_it():
     assert _smallest_text_px(fig) == pytest.approx(12 * 100 / 72 * COLUMN_PX / (fig.get_tightbbox(
         fig.canvas.get_renderer()).width * 100), rel=0.01)
     plt.close(fig)
+
+
+def test_on_a_phone_a_figure_is_scaled_down_to_its_narrower_column():
+    # 9.5 in at 100 dpi: about 740 px once its tight box is taken (measured below, not assumed)
+    fig, ax = plt.subplots(figsize=(9.5, 3), dpi=100)
+    ax.set_title("title", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    width = fig.get_tightbbox(fig.canvas.get_renderer()).width * 100
+    assert _smallest_text_px(fig, PHONE_COLUMN_PX) == pytest.approx(9 * 100 / 72 * PHONE_COLUMN_PX / width, rel=0.01)
+    assert _smallest_text_px(fig) >= 9 > 7 > _smallest_text_px(fig, PHONE_COLUMN_PX)  # 12.5 px drawn, 6 on a phone
+    _legible(fig)  # what scalelib's own figures get: raised until legible in both windows
+    assert _smallest_text_px(fig, PHONE_COLUMN_PX) >= 7 and _smallest_text_px(fig) >= 9
+    plt.close(fig)
+
+
+def test_the_phone_column_is_a_390_px_window_less_its_margins():
+    assert PHONE_COLUMN_PX == 390 - 2 * 16
 
 
 def _run(source: str):
@@ -46,6 +65,12 @@ def test_a_cell_leaving_a_figure_with_tiny_text_fails_and_names_it():
     errors = [o for o in nb.cells[0].outputs if o.output_type == "error"]
     assert len(errors) == 1 and errors[0].ename == "AssertionError"
     assert re.search(r"under 9 px .*'tiny': \d\.\d px", errors[0].evalue), errors[0].evalue
+    # legible on a desktop (676 px column, shown at about 12 px) but not on a phone (about 6 px)
+    nb = _run("import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(9.5, 3))\n"
+              "ax.set_title('phone', fontsize=9); ax.tick_params(labelsize=9)")
+    errors = [o for o in nb.cells[0].outputs if o.output_type == "error"]
+    assert len(errors) == 1 and re.search(r"under 7 px .*phone .*'phone': \d\.\d px", errors[0].evalue), errors
+    assert "under 9 px" not in errors[0].evalue
     nb = _run("import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(6, 3))\nax.set_title('fine')")
     assert any("image/png" in o.get("data", {}) for o in nb.cells[0].outputs)
     assert not [o for o in nb.cells[0].outputs if o.output_type == "error"]
