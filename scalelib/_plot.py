@@ -9,7 +9,7 @@ import numpy as np
 from ._errors import InvalidValueError
 from ._specs import ChipSpec, dtype_name
 from ._units import fmt
-from ._validate import positive, shown
+from ._validate import flag, positive, shown
 
 #: The width (CSS px) of the course site's text column in a 1280 px window: a figure whose image is
 #: wider is shown scaled down to it (measured by tests/test_site.py).
@@ -66,6 +66,46 @@ def _smallest_text_px(fig, column_px: float = COLUMN_PX, default_pt: float | Non
     if not texts:
         return float("inf") if default_pt is None else default_pt * fig.dpi / 72.0
     return min(texts) * fig.dpi / 72.0 * min(1.0, column_px / width_px)
+
+
+def legible(fig, *, relayout: bool = False) -> float:
+    """Raise a figure's text until the course site shows it legibly in a 1280 px window and on a phone.
+
+    The site shows a figure saved with a tight bounding box at its dpi, scaled down to the text
+    column when wider: 676 px in a 1280 px window, 358 px in a 390 px phone window. Every label,
+    tick, legend and title of `fig` smaller than what both need is raised (sizes only grow).
+
+    Formula:
+        shown px = font pt · dpi / 72 · min(1, column px / figure px);
+        raised until shown px ≥ 9.5 at 1280 px and ≥ 7 at 390 px
+
+    Args:
+        fig: a matplotlib Figure.
+        relayout: call ``fig.tight_layout()`` before each measurement (for plots with axes).
+
+    Returns:
+        The smallest text size, in CSS px, as a 390 px phone window shows the figure (for a figure
+        with no text yet, the size a text of matplotlib's default size would be shown at).
+
+    Chapter:
+        1 (Rooflines); used by every chapter's figures
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots(figsize=(11, 3))
+        >>> _ = ax.set_title("a wide figure", fontsize=8)
+        >>> legible(fig) >= 7
+        True
+        >>> plt.close(fig)
+    """
+    from matplotlib.figure import Figure
+
+    if not isinstance(fig, Figure):
+        raise InvalidValueError(f"`fig` must be a matplotlib Figure (e.g. `ax.figure`), got {shown(fig)}")
+    _legible(fig, relayout=flag("relayout", relayout))
+    import matplotlib
+
+    return float(_smallest_text_px(fig, PHONE_COLUMN_PX, default_pt=matplotlib.rcParams["font.size"]))
 
 
 def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), *, dtype="bf16",
