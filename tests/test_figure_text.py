@@ -74,3 +74,30 @@ def test_a_cell_leaving_a_figure_with_tiny_text_fails_and_names_it():
     nb = _run("import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(6, 3))\nax.set_title('fine')")
     assert any("image/png" in o.get("data", {}) for o in nb.cells[0].outputs)
     assert not [o for o in nb.cells[0].outputs if o.output_type == "error"]
+
+
+def test_scalelib_figures_are_legible_on_a_phone():
+    """The figures scalelib's helpers draw for the chapters, measured as a 390 px window shows them."""
+    import scalelib as sl
+
+    figures = {
+        "plot_roofline": lambda: sl.plot_roofline().figure,
+        "draw_torus (a pod)": lambda: sl.draw_torus(sl.tpu_pod("tpu-v5e"), route=((0, 0), (12, 10))).figure,
+        "draw_gpu_node (H100)": lambda: sl.draw_gpu_node("h100").figure,
+        "draw_gpu_node (NVL72)": lambda: sl.draw_gpu_node("gb200-nvl72").figure,
+        "draw_fat_tree": lambda: sl.draw_fat_tree(sl.gpu_cluster(32, "h100")).figure,
+        "draw_chip (TPU)": lambda: sl.draw_chip("tpu-v5e").figure,
+        "draw_chip (GPU)": lambda: sl.draw_chip("h100").figure,
+        "plot_spec_comparison": lambda: sl.plot_spec_comparison(["v100", "a100", "h100", "h200", "b200", "tpu-v5p"]),
+        "plot_model_breakdown": lambda: sl.plot_model_breakdown()[0].figure,
+        "plot_pipeline_schedule": lambda: sl.plot_pipeline_schedule(4, 8, schedule="interleaved",
+                                                                    virtual_stages=2).figure,
+    }
+    small = {}
+    for name, draw in figures.items():
+        fig = draw()
+        phone, desktop = _smallest_text_px(fig, PHONE_COLUMN_PX), _smallest_text_px(fig)
+        if phone < 7 or desktop < 9:
+            small[name] = (round(phone, 1), round(desktop, 1))
+        plt.close(fig)
+    assert not small, f"figures with text under 7 px at 390 px or 9 px at 1280 px (phone, desktop): {small}"
