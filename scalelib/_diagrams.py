@@ -315,7 +315,7 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
     egress = spec.scale_out_bytes_per_s_per_node
     n_nic = node.ports_per_node if egress is not None else 0
     created = ax is None
-    ax = _axes(ax, figsize=(8, 5.0 if n_gpu <= 8 else 5.6))
+    ax = _axes(ax, figsize=(8, 5.0 if n_gpu <= 8 else 6.0))
     W = 12.0  # width of the drawing; labels go to the right of it
     nvlink = fmt(node.nvlink_bytes_per_s_per_gpu, "B/s")
 
@@ -340,7 +340,7 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
         for t in range(trays):
             for r in range(per_tray):
                 _box(ax, step * (t + 0.1), 0.9 + r * 0.45, gw, gh, color="#CFE8D5", gid="gpu")
-        y_bus, y_sw = 3.25, 3.95
+        y_bus, y_sw = 3.25, 4.45
         sw_step = W / n_switch
         for j in range(n_switch):
             _box(ax, sw_step * (j + 0.1), y_sw, sw_step * 0.8, 0.6, color="#F6D7A7", gid="nvswitch")
