@@ -101,3 +101,31 @@ def test_scalelib_figures_are_legible_on_a_phone():
             small[name] = (round(phone, 1), round(desktop, 1))
         plt.close(fig)
     assert not small, f"figures with text under 7 px at 390 px or 9 px at 1280 px (phone, desktop): {small}"
+
+
+@pytest.mark.parametrize("values", ["integers", "floats"])
+def test_chapter_2s_systolic_animation_is_legible_on_a_phone(values):
+    """Chapter 2's animation of a 4 x 4 array: its frames are shown whole (no tight box), at most as wide as
+    the column; every text of a frame in the middle of the product is at least 7 px in a 390 px window and
+    9 px in a 1280 px one."""
+    import numpy as np
+
+    import scalelib as sl
+    from scalelib._systolic import _Drawing, _frames
+
+    rng = np.random.default_rng(0)
+    x, w = rng.integers(-9, 10, size=(3, 4)), rng.integers(-9, 10, size=(4, 4))
+    if values == "floats":
+        x, w = x / 7, w / 3
+    trace = sl.systolic_trace(x, w, size=4)
+    drawing = _Drawing(trace, 72)
+    drawing.draw(_frames(trace, 2)[9])
+    fig = drawing.fig
+    from matplotlib.text import Text
+
+    smallest_pt = min(t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip())
+    width_px = fig.get_size_inches()[0] * fig.dpi
+    for column, least in ((PHONE_COLUMN_PX, 7), (COLUMN_PX, 9)):
+        shown = smallest_pt * fig.dpi / 72 * min(1.0, column / width_px)
+        assert shown >= least, f"{shown:.1f} px in a {column} px column"
+    plt.close(fig)
