@@ -81,7 +81,7 @@ from ._parallelism import (
 from ._pipeline import PipelineOp, PipelineSchedule, pipeline_peak_activations, pipeline_schedule, plot_pipeline_schedule
 from ._calibration import INFERENCE_LOSSES, LOSSES
 from ._plan_search import PipelineNeed, PlanSearch, needs_pipeline, pipeline_crossover, plot_pipeline_crossover, search_plans
-from ._plot import plot_roofline, plot_waterfall
+from ._plot import legible, plot_roofline, plot_waterfall
 from ._probe import measure_copy_time_s, measure_machine, measure_matmul_time_s
 from ._profile import (
     HloArray,
@@ -195,7 +195,7 @@ __all__ = [
     # rooflines (chapter 1)
     "Roofline", "arithmetic_intensity", "attainable_flops_per_s", "critical_batch_size", "critical_intensity",
     "matmul_bytes", "matmul_flops", "matmul_intensity", "matmul_roofline", "roofline", "t_comms_s", "t_math_s",
-    "measure_copy_time_s", "measure_machine", "measure_matmul_time_s", "plot_roofline", "plot_waterfall",
+    "measure_copy_time_s", "measure_machine", "measure_matmul_time_s", "plot_roofline", "plot_waterfall", "legible",
     # vector units: a TPU's VPU, a GPU's CUDA cores (chapters 1, 2, 12)
     "vector_critical_intensity", "vector_flops_per_s",
     # the MXU, a systolic array, simulated (chapter 2)

@@ -315,12 +315,12 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
     egress = spec.scale_out_bytes_per_s_per_node
     n_nic = node.ports_per_node if egress is not None else 0
     created = ax is None
-    ax = _axes(ax, figsize=(8, 4.6 if n_gpu <= 8 else 5.6))
+    ax = _axes(ax, figsize=(8, 5.0 if n_gpu <= 8 else 6.0))
     W = 12.0  # width of the drawing; labels go to the right of it
     nvlink = fmt(node.nvlink_bytes_per_s_per_gpu, "B/s")
 
     if n_gpu <= 16:
-        gw, gh, y_gpu, y_sw = W / n_gpu * 0.8, 1.0, 2.0, 4.6
+        gw, gh, y_gpu, y_sw = W / n_gpu * 0.8, 1.0, 2.0, 5.4
         gpu_x = [W / n_gpu * (i + 0.1) for i in range(n_gpu)]
         for i, x in enumerate(gpu_x):
             _box(ax, x, y_gpu, gw, gh, f"GPU {i}\n{fmt(spec.hbm_bytes, 'B')}", color="#CFE8D5", gid="gpu", fontsize=7)
@@ -331,7 +331,7 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
             _box(ax, x, y_sw, sw_w, 0.7, name, color="#F6D7A7", gid="nvswitch", fontsize=7)
         lines = [[(gx + gw / 2, y_gpu + gh), (sx + sw_w / 2, y_sw)] for gx in gpu_x for sx in sw_x]
         ax.add_collection(LineCollection(lines, colors="#76B041", linewidths=0.7, alpha=0.8, gid="nvlink"))
-        gpu_label_y, nvlink_label_y, top = y_gpu + gh / 2, y_gpu + (y_sw - y_gpu) * 0.62, y_sw + 0.7
+        gpu_label_y, nvlink_label_y, top = y_gpu + gh / 2, y_gpu + (y_sw - y_gpu) * 0.58, y_sw + 0.7
         nic_under = gpu_x if n_nic == n_gpu else None
     else:  # NVL72: 18 compute trays of 4 GPUs, 18 NVSwitch chips, an NVLink spine between them
         trays, per_tray = n_gpu // 4, 4
@@ -340,7 +340,7 @@ def draw_gpu_node(chip: str | ChipSpec, *, ax=None):
         for t in range(trays):
             for r in range(per_tray):
                 _box(ax, step * (t + 0.1), 0.9 + r * 0.45, gw, gh, color="#CFE8D5", gid="gpu")
-        y_bus, y_sw = 3.25, 3.95
+        y_bus, y_sw = 3.25, 4.45
         sw_step = W / n_switch
         for j in range(n_switch):
             _box(ax, sw_step * (j + 0.1), y_sw, sw_step * 0.8, 0.6, color="#F6D7A7", gid="nvswitch")
@@ -664,7 +664,7 @@ def plot_spec_comparison(chips: Iterable[str | ChipSpec] | None = None, *,
             raise unknown("spec field", field, SPEC_FIELDS, arg="fields")
     specs = _chip_list(chips, default=tuple(_chips("tpu")) + tuple(_chips("gpu")))
     if ax is None:
-        fig, axes = plt.subplots(len(fields), 1, figsize=(8, 2.5 * len(fields)), sharex=True, squeeze=False)
+        fig, axes = plt.subplots(len(fields), 1, figsize=(6.2, 2.6 * len(fields)), sharex=True, squeeze=False)
         axes = list(axes[:, 0])
     else:
         from matplotlib.axes import Axes

@@ -9,20 +9,26 @@ import numpy as np
 from ._errors import InvalidValueError
 from ._specs import ChipSpec, dtype_name
 from ._units import fmt
-from ._validate import positive, shown
+from ._validate import flag, positive, shown
 
 #: The width (CSS px) of the course site's text column in a 1280 px window: a figure whose image is
 #: wider is shown scaled down to it (measured by tests/test_site.py).
 COLUMN_PX = 676
 #: The smallest text a figure may show there (CSS px).
 MIN_TEXT_PX = 9.5
+#: The width (CSS px) of the text column in a 390 px phone window (the page's 16 px margins taken off),
+#: and the smallest text a figure may show there once scaled down to it.
+PHONE_COLUMN_PX = 358
+PHONE_MIN_TEXT_PX = 7.0
 
 
-def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, relayout: bool = False):
+def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, relayout: bool = False, *,
+             phone_min_px: float = PHONE_MIN_TEXT_PX + 0.2, phone_column_px: float = PHONE_COLUMN_PX):
     """Raise every text of `fig` (labels, ticks, legends, titles) to at least `min_px` CSS pixels
-    as the site shows it: the figure saved with a tight bounding box at its dpi, then scaled down
-    to the `column_px` text column if wider. Sizes only grow; what the figure shows is unchanged.
-    Returns the smallest text size, in CSS pixels, once shown."""
+    as the site shows it in a 1280 px window, and `phone_min_px` in a 390 px one: the figure saved
+    with a tight bounding box at its dpi, then scaled down to the `column_px` (`phone_column_px`)
+    text column if wider. Sizes only grow; what the figure shows is unchanged.
+    Returns the smallest text size, in CSS pixels, once shown in the 1280 px window."""
     from matplotlib.text import Text
 
     for _ in range(4):
@@ -30,8 +36,8 @@ def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, rel
             fig.tight_layout()
         renderer = fig.canvas.get_renderer()
         width_px = fig.get_tightbbox(renderer).width * fig.dpi
-        scale = min(1.0, column_px / width_px)
-        need_pt = min_px / scale * 72.0 / fig.dpi
+        need_pt = max(min_px / min(1.0, column_px / width_px),
+                      phone_min_px / min(1.0, phone_column_px / width_px)) * 72.0 / fig.dpi
         changed = False
         for ax in fig.axes:
             for axis in (ax.xaxis, ax.yaxis):
@@ -60,6 +66,46 @@ def _smallest_text_px(fig, column_px: float = COLUMN_PX, default_pt: float | Non
     if not texts:
         return float("inf") if default_pt is None else default_pt * fig.dpi / 72.0
     return min(texts) * fig.dpi / 72.0 * min(1.0, column_px / width_px)
+
+
+def legible(fig, *, relayout: bool = False) -> float:
+    """Raise a figure's text until the course site shows it legibly in a 1280 px window and on a phone.
+
+    The site shows a figure saved with a tight bounding box at its dpi, scaled down to the text
+    column when wider: 676 px in a 1280 px window, 358 px in a 390 px phone window. Every label,
+    tick, legend and title of `fig` smaller than what both need is raised (sizes only grow).
+
+    Formula:
+        shown px = font pt · dpi / 72 · min(1, column px / figure px);
+        raised until shown px ≥ 9.5 at 1280 px and ≥ 7 at 390 px
+
+    Args:
+        fig: a matplotlib Figure.
+        relayout: call ``fig.tight_layout()`` before each measurement (for plots with axes).
+
+    Returns:
+        The smallest text size, in CSS px, as a 390 px phone window shows the figure (for a figure
+        with no text yet, the size a text of matplotlib's default size would be shown at).
+
+    Chapter:
+        1 (Rooflines); used by every chapter's figures
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots(figsize=(11, 3))
+        >>> _ = ax.set_title("a wide figure", fontsize=8)
+        >>> legible(fig) >= 7
+        True
+        >>> plt.close(fig)
+    """
+    from matplotlib.figure import Figure
+
+    if not isinstance(fig, Figure):
+        raise InvalidValueError(f"`fig` must be a matplotlib Figure (e.g. `ax.figure`), got {shown(fig)}")
+    _legible(fig, relayout=flag("relayout", relayout))
+    import matplotlib
+
+    return float(_smallest_text_px(fig, PHONE_COLUMN_PX, default_pt=matplotlib.rcParams["font.size"]))
 
 
 def plot_roofline(chips: Iterable[str | ChipSpec] = ("tpu-v5e", "h100"), *, dtype="bf16",

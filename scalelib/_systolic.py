@@ -363,7 +363,7 @@ _SUM, _SUM_BG = "#B5541C", "#FBE3D2"
 _OUT, _OUT_BG = "#2E7D46", "#D5EFDC"
 _PE_BG, _PAD_BG, _EDGE, _MUTED, _INK = "#F4F6F8", "#E4E7EB", "#8A96A3", "#5F6B77", "#222222"
 _STAGED = 3  # waiting activations drawn per row, left of the array
-_INCH_PER_PE, _TITLE_INCH = 0.78, 0.62
+_INCH_PER_PE, _TITLE_INCH, _LEGEND_DY = 0.78, 1.05, 0.42
 # Where things sit inside PE (k, c), the square [c, c + 1] x [-k - 1, -k]: the activation on the left
 # (moving right), the partial sum on the right (moving down), the label and the weight at the top left.
 _ACT_DX, _ACT_DY, _SUM_DX, _SUM_DY = 0.28, 0.72, 0.74, 0.6
@@ -421,10 +421,12 @@ class _Drawing:
             if t == 0 or tuple(trace.tile[t]) != tuple(trace.tile[t - 1]):
                 starts.append(t)
             self.local[t] = t - starts[-1]
-        self.cell = s = min(0.8, (n + 0.9) / M)  # side of a cell of Y
-        self.y0 = n + 0.9  # left edge of Y
-        x_lo, x_hi, y_lo, y_hi = -_STAGED - 0.75, self.y0 + N * s + 0.15, -n - 1.5, 0.45
-        x_hi = max(x_hi, x_lo + 10.0)  # room for the title and the legend, however small the array
+        # Y sits under the array and the legend under Y, so that the frame stays narrow: shown in a phone's
+        # 358 px column, its text is still at least 7 px (and 9 px in a 1280 px window's 676 px column).
+        self.cell = s = min(0.8, (n + 0.15) / N)  # side of a cell of Y
+        self.y0, y_top = 0.0, -n - 0.85  # left and top edges of Y
+        legend_y = y_top - M * s - 0.45
+        x_lo, x_hi, y_lo, y_hi = -_STAGED - 0.75, max(n + 0.15, 4.15), legend_y - 2 * _LEGEND_DY - 0.35, 0.45
         width, height = (x_hi - x_lo) * _INCH_PER_PE, (y_hi - y_lo) * _INCH_PER_PE
         title = _TITLE_INCH + (0.2 if self.TK * self.TN > 1 else 0.0)  # a line more to name the tile
         self.fig = fig = plt.figure(figsize=(width, height + title), dpi=dpi)
@@ -432,7 +434,7 @@ class _Drawing:
         ax.set_axis_off()
         ax.set_xlim(x_lo, x_hi)
         ax.set_ylim(y_lo, y_hi)
-        token = dict(ha="center", va="center", fontsize=10 if self.integer else 8.5, weight="bold", zorder=4,
+        token = dict(ha="center", va="center", fontsize=10 if self.integer else 9, weight="bold", zorder=4,
                      visible=False)
 
         def box(color, face):
@@ -444,17 +446,18 @@ class _Drawing:
             for c in range(n):
                 self.pe_boxes[k, c] = ax.add_artist(Rectangle((c + 0.04, -k - 0.96), 0.92, 0.92, facecolor=_PE_BG,
                                                               edgecolor=_EDGE, linewidth=1.0, zorder=1))
-                ax.text(c + 0.09, -k - 0.15, f"PE {k},{c}", fontsize=7.5, color=_MUTED, va="center", zorder=2)
+                ax.text(c + 0.09, -k - 0.15, f"PE {k},{c}", fontsize=9, color=_MUTED, va="center", zorder=2)
                 self.weights[k, c] = ax.text(c + 0.09, -k - 0.38, "", fontsize=9.5, color=_INK, va="center", zorder=2)
             ax.text(-0.05, -k - _ACT_DY, "→", fontsize=10, color=_ACT, ha="right", va="center")
         for c in range(n):
-            ax.text(c + 0.5, 0.2, f"col {c}", ha="center", va="center", fontsize=8, color=_MUTED)
+            ax.text(c + 0.5, 0.2, f"col {c}", ha="center", va="center", fontsize=9.5, color=_MUTED)
         self.exits = [ax.add_artist(FancyArrowPatch((c + _SUM_DX, -n - 0.02), (c + _SUM_DX, -n - 0.3),
                                                     arrowstyle="-|>", mutation_scale=9, color=_OUT, linewidth=1.0))
                       for c in range(n)]
-        ax.text(-_STAGED - 0.7, 0.2, "X, skewed: row k of the array starts k cycles late", fontsize=8, color=_ACT,
-                va="center")
-        ax.text(-0.1, -n - 0.45, "Y leaves the bottom row ↓", fontsize=8, color=_OUT, ha="right", va="center")
+        ax.text(-_STAGED - 0.7, 0.2, "X, skewed: row k\nstarts k cycles late", fontsize=9.5, color=_ACT,
+                va="center", linespacing=1.1)
+        ax.text(-0.1, -n - 0.45, "Y leaves the\nbottom row ↓", fontsize=9.5, color=_OUT, ha="right", va="center",
+                linespacing=1.1)
         # the values: a pool of tokens for each kind, shown, moved and relabelled frame by frame
         self.acts = [ax.text(0, 0, "", color=_ACT, bbox=box(_ACT, _ACT_BG), **token) for _ in range(n * n)]
         self.waiting = [ax.text(0, 0, "", color=_ACT, bbox=box(_ACT, "white"), **token) for _ in range(n * _STAGED)]
@@ -462,25 +465,27 @@ class _Drawing:
                              visible=False) for k in range(n)]
         self.sums = [ax.text(0, 0, "", color=_SUM, bbox=box(_SUM, _SUM_BG), **token) for _ in range(n * n)]
         # Y, filled in as its entries leave the array
-        ax.text(self.y0, 0.2, "Y = X · W", fontsize=9, color=_OUT, va="center", weight="bold")
+        ax.text(-0.1, y_top - 0.3, "Y = X · W", fontsize=10, color=_OUT, ha="right", va="center", weight="bold")
         self.cells, self.values = {}, {}
         for m in range(M):
             for c in range(N):
-                x, y = self.y0 + c * s, -(m + 1) * s
+                x, y = self.y0 + c * s, y_top - (m + 1) * s
                 self.cells[m, c] = ax.add_artist(Rectangle((x, y), s, s, facecolor="white", edgecolor=_EDGE,
                                                            linewidth=0.7))
                 self.values[m, c] = ax.text(x + s / 2, y + s / 2, "", ha="center", va="center",
-                                            fontsize=9.5 if s >= 0.6 else 7.5, color=_INK)
+                                            fontsize=10 if s >= 0.6 else 9, color=_INK)
         legend = (("x", "activation, moves right", _ACT, _ACT_BG), ("sum", "partial sum, moves down", _SUM, _SUM_BG),
                   ("y", "output, leaves the array", _OUT, _OUT_BG))
-        for (key, label, color, face), f in zip(legend, (0.02, 0.36, 0.69)):
-            x = x_lo + f * (x_hi - x_lo) + 0.1 * len(key)
-            ax.text(x, -n - 1.15, key, color=color, bbox=box(color, face), **{**token, "visible": True})
-            ax.text(x + 0.2 + 0.1 * len(key), -n - 1.15, label, fontsize=8.5, color=_INK, va="center")
+        for row, (key, label, color, face) in enumerate(legend):  # one entry a line, under Y
+            x, y = x_lo + 0.25 + 0.1 * len(key), legend_y - row * _LEGEND_DY
+            ax.text(x, y, key, color=color, bbox=box(color, face), **{**token, "visible": True})
+            ax.text(x + 0.25 + 0.1 * len(key), y, label, fontsize=9.5, color=_INK, va="center")
         top = 1 - 0.12 / (height + title)
-        fig.text(0.01, top, f"A {n}×{n} weight-stationary systolic array (an MXU) computes "
-                            f"Y[{M}×{N}] = X[{M}×{self.K}] · W[{self.K}×{N}]", fontsize=10, weight="bold", va="top")
-        self.caption = fig.text(0.01, top - 0.27 / (height + title), "", fontsize=9.5, va="top", linespacing=1.4)
+        fig.text(0.01, top, f"A {n}×{n} weight-stationary systolic array (an MXU)\n"
+                            f"computes Y[{M}×{N}] = X[{M}×{self.K}] · W[{self.K}×{N}]", fontsize=10, weight="bold",
+                 va="top", linespacing=1.25)
+        self.caption = fig.text(0.01, top - 0.5 / (height + title), "", fontsize=9.5, va="top", linespacing=1.3,
+                                wrap=True)
         self.shown_tile = None
 
     def _place(self, pool, items, color=None, face=None):
@@ -595,7 +600,7 @@ def animate_systolic(trace, *, interval_ms=600, frames_per_cycle=2):
 
     Every cycle is drawn in `frames_per_cycle` frames: the activations moving one
     PE right and the partial sums one PE down, then every PE's multiply-add. The
-    rows of X wait on the left, skewed; Y fills in on the right as its entries
+    rows of X wait on the left, skewed; Y fills in below the array as its entries
     leave the bottom row. For a web page or a notebook that must play offline,
     use :func:`systolic_animation_html`.
 

@@ -91,7 +91,7 @@ def plot_model_breakdown(models=("llama-3-8b", "llama-3-70b", "llama-3.1-405b", 
     if ax is None:
         rows = len(specs) * (1 + len(lengths))
         heights = [len(specs), len(specs) * len(lengths)]
-        _, (ax_p, ax_f) = plt.subplots(2, 1, figsize=(9, 2.8 + 0.28 * rows), gridspec_kw={"height_ratios": heights})
+        _, (ax_p, ax_f) = plt.subplots(2, 1, figsize=(6.5, 3.4 + 0.3 * rows), gridspec_kw={"height_ratios": heights})
     elif isinstance(ax, (list, tuple, np.ndarray)) and len(ax) == 2 and all(isinstance(a, Axes) for a in ax):
         ax_p, ax_f = ax
     else:
@@ -111,7 +111,7 @@ def plot_model_breakdown(models=("llama-3-8b", "llama-3-70b", "llama-3.1-405b", 
     for m in specs:
         for T in lengths:
             flop_rows.append({c: train_flops(m, seq_len=T, component=c, causal=causal) for c in FLOP_COMPONENTS})
-            flop_totals.append(fmt(train_flops(m, seq_len=T, causal=causal), "FLOP") + " per token")
+            flop_totals.append(fmt(train_flops(m, seq_len=T, causal=causal), "FLOP"))
             labels.append(f"{m.name}, T = {T:,.6g}")
     _stacked(ax_f, flop_rows, FLOP_COMPONENTS, flop_totals)
     ax_f.set_yticks(np.arange(len(labels))[::-1], labels, fontsize=8)
@@ -120,11 +120,11 @@ def plot_model_breakdown(models=("llama-3-8b", "llama-3-70b", "llama-3.1-405b", 
 
     handles = {h.get_label(): h for a in (ax_p, ax_f) for h in a.get_legend_handles_labels()[0]}
     order = [LABELS[c] for c in ("mlp", "attention", "dot_product", "embeddings", "norms")]
-    ax_f.figure.legend([handles[k] for k in order], order, loc="lower center", ncol=5, fontsize=9, frameon=False)
-    ax_f.figure.tight_layout(rect=(0, 0.05, 0.84, 1))
+    ax_f.figure.legend([handles[k] for k in order], order, loc="lower center", ncol=3, fontsize=9, frameon=False)
+    ax_f.figure.tight_layout(rect=(0, 0.07, 0.8, 1))
     if ax is None:
         from ._plot import _legible
 
         _legible(ax_f.figure)
-        ax_f.figure.tight_layout(rect=(0, 0.05, 0.84, 1))
+        ax_f.figure.tight_layout(rect=(0, 0.07, 0.8, 1))
     return ax_p, ax_f

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.backends.backend_agg  # noqa: E402
+import matplotlib.figure  # noqa: E402
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -28,6 +30,8 @@ CLUSTER = sl.gpu_cluster(2, "h100")
 H100 = sl.chip("h100")
 TRACE = sl.systolic_trace([[1, 2], [3, 4]], [[1, 0], [2, 1]])
 SHARDING = sl.sharding("A[I_X, J_Y]", {"X": 2, "Y": 2})
+FIGURE = matplotlib.figure.Figure(figsize=(11, 3))
+matplotlib.backends.backend_agg.FigureCanvasAgg(FIGURE)
 PROBE_CPU = sl.ChipSpec("probe-cpu", "cpu", "a test", f32_flops_per_s=1e11, hbm_bytes_per_s=1e10)
 
 
@@ -190,6 +194,7 @@ CALLS = {
     "plot_roofline": (sl.plot_roofline, (["tpu-v5e", "h100"],), {"dtype": "bf16", "intensity_range": (1, 1e3)}),
     "plot_waterfall": (sl.plot_waterfall, (7.44, {"matmul_efficiency": 3.33}), {"measured_s": 13.75,
                                                                                "orientation": "vertical"}),
+    "legible": (sl.legible, (FIGURE,), {"relayout": True}),
     "draw_torus": (sl.draw_torus, (SLICE,), {"route": ((0, 0), (3, 1))}),
     "draw_gpu_node": (sl.draw_gpu_node, ("h100",), {}),
     "draw_fat_tree": (sl.draw_fat_tree, (CLUSTER,), {}),
@@ -345,7 +350,7 @@ POSITIONAL_DEFAULTS = {("chips", "family"), ("axes", "axes"), ("exercises", "cha
 NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip", "load_chips", "ChipSpec",
                "ChipSpec.derive", "ChipSpec.source_of", "tpu_slice", "tpu_pod", "gpu_cluster", "TpuSlice",
                "GpuCluster", "TpuSlice.route", "TpuSlice.axes", "TpuSlice.axis_bytes_per_s", "TpuSlice.summary",
-               "GpuCluster.summary", "measure_machine", "plot_roofline", "draw_torus", "draw_gpu_node",
+               "GpuCluster.summary", "measure_machine", "plot_roofline", "legible", "draw_torus", "draw_gpu_node",
                "draw_fat_tree", "draw_chip", "plot_spec_comparison", "check", "verdict", "exercises",
                "systolic_matmul", "systolic_trace", "animate_systolic", "systolic_animation_html",
                "simulated_mesh", "parse_collectives", "compiled_collectives", "sharded_matmul_collectives",
@@ -359,7 +364,8 @@ NOT_DERIVED = {"explain", "fmt", "chip", "chips", "dtype_name", "register_chip",
                "plot_pipeline_crossover", "inference_results", "training_runs",
                "published_plan_cost", "capstone_brief", "published_plan_estimate", "plot_waterfall"}
 SLOW = {"measure_matmul_time_s", "measure_copy_time_s", "measure_vector_add_time_s", "measure_machine",
-        "plot_roofline", "plot_waterfall", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip", "plot_spec_comparison",
+        "plot_roofline", "plot_waterfall", "legible", "draw_torus", "draw_gpu_node", "draw_fat_tree", "draw_chip",
+        "plot_spec_comparison",
         "search_tiles", "best_tile", "animate_systolic", "systolic_animation_html",
         "simulated_mesh", "compiled_collectives", "sharded_matmul_collectives", "draw_sharding",
         "compare_with_plan", "sharded_inputs", "measure_jax_time_s",

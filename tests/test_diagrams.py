@@ -8,7 +8,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import math
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -279,4 +278,6 @@ def test_every_picture_returns_something_to_show():
     for picture in (sl.draw_torus(sl.tpu_pod("tpu-v5e")), sl.draw_gpu_node("h100"), sl.draw_chip("b200"),
                     sl.draw_fat_tree(sl.gpu_cluster(64, "b200"))):
         assert picture.get_title()
-    assert math.isclose(sl.plot_spec_comparison().get_size_inches()[0], 8)
+    from matplotlib.figure import Figure
+
+    assert isinstance(sl.plot_spec_comparison(), Figure)

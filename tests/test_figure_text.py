@@ -1,6 +1,7 @@
 """Every figure a chapter draws keeps its text legible on the site: the kernels the suite runs notebooks in
-(nbval's) fail a cell that leaves a figure whose smallest text is under 9 px as a 1280 px window shows it
-(tests/ipython_startup/figure_text.py, installed by conftest.py). These tests hold that check to its word."""
+(nbval's) fail a cell that leaves a figure whose smallest text is under 9 px as a 1280 px window shows it, or
+under 7 px as a 390 px phone window shows it (tests/ipython_startup/figure_text.py, installed by conftest.py).
+These tests hold that check to its word."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import nbclient  # noqa: E402
 import nbformat  # noqa: E402
 import pytest  # noqa: E402
 
-from scalelib._plot import COLUMN_PX, _smallest_text_px  # noqa: E402
+from scalelib._plot import COLUMN_PX, PHONE_COLUMN_PX, _legible, _smallest_text_px  # noqa: E402
 
 
 def test_text_is_measured_as_the_site_shows_it():
@@ -28,6 +29,24 @@ def test_text_is_measured_as_the_site_shows_it():
     assert _smallest_text_px(fig) == pytest.approx(12 * 100 / 72 * COLUMN_PX / (fig.get_tightbbox(
         fig.canvas.get_renderer()).width * 100), rel=0.01)
     plt.close(fig)
+
+
+def test_on_a_phone_a_figure_is_scaled_down_to_its_narrower_column():
+    # 9.5 in at 100 dpi: about 740 px once its tight box is taken (measured below, not assumed)
+    fig, ax = plt.subplots(figsize=(9.5, 3), dpi=100)
+    ax.set_title("title", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    width = fig.get_tightbbox(fig.canvas.get_renderer()).width * 100
+    assert _smallest_text_px(fig, PHONE_COLUMN_PX) == pytest.approx(9 * 100 / 72 * PHONE_COLUMN_PX / width, rel=0.01)
+    assert _smallest_text_px(fig) >= 9 > 7 > _smallest_text_px(fig, PHONE_COLUMN_PX)  # 12.5 px drawn, 6 on a phone
+    _legible(fig)  # what scalelib's own figures get: raised until legible in both windows
+    assert _smallest_text_px(fig, PHONE_COLUMN_PX) >= 7 and _smallest_text_px(fig) >= 9
+    plt.close(fig)
+
+
+def test_the_phone_column_is_a_390_px_window_less_its_margins():
+    assert PHONE_COLUMN_PX == 390 - 2 * 16
 
 
 def _run(source: str):
@@ -46,6 +65,67 @@ def test_a_cell_leaving_a_figure_with_tiny_text_fails_and_names_it():
     errors = [o for o in nb.cells[0].outputs if o.output_type == "error"]
     assert len(errors) == 1 and errors[0].ename == "AssertionError"
     assert re.search(r"under 9 px .*'tiny': \d\.\d px", errors[0].evalue), errors[0].evalue
+    # legible on a desktop (676 px column, shown at about 12 px) but not on a phone (about 6 px)
+    nb = _run("import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(9.5, 3))\n"
+              "ax.set_title('phone', fontsize=9); ax.tick_params(labelsize=9)")
+    errors = [o for o in nb.cells[0].outputs if o.output_type == "error"]
+    assert len(errors) == 1 and re.search(r"under 7 px .*phone .*'phone': \d\.\d px", errors[0].evalue), errors
+    assert "under 9 px" not in errors[0].evalue
     nb = _run("import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(6, 3))\nax.set_title('fine')")
     assert any("image/png" in o.get("data", {}) for o in nb.cells[0].outputs)
     assert not [o for o in nb.cells[0].outputs if o.output_type == "error"]
+
+
+def test_scalelib_figures_are_legible_on_a_phone():
+    """The figures scalelib's helpers draw for the chapters, measured as a 390 px window shows them."""
+    import scalelib as sl
+
+    figures = {
+        "plot_roofline": lambda: sl.plot_roofline().figure,
+        "draw_torus (a pod)": lambda: sl.draw_torus(sl.tpu_pod("tpu-v5e"), route=((0, 0), (12, 10))).figure,
+        "draw_gpu_node (H100)": lambda: sl.draw_gpu_node("h100").figure,
+        "draw_gpu_node (NVL72)": lambda: sl.draw_gpu_node("gb200-nvl72").figure,
+        "draw_fat_tree": lambda: sl.draw_fat_tree(sl.gpu_cluster(32, "h100")).figure,
+        "draw_chip (TPU)": lambda: sl.draw_chip("tpu-v5e").figure,
+        "draw_chip (GPU)": lambda: sl.draw_chip("h100").figure,
+        "plot_spec_comparison": lambda: sl.plot_spec_comparison(["v100", "a100", "h100", "h200", "b200", "tpu-v5p"]),
+        "plot_model_breakdown": lambda: sl.plot_model_breakdown()[0].figure,
+        "plot_pipeline_schedule": lambda: sl.plot_pipeline_schedule(4, 8, schedule="interleaved",
+                                                                    virtual_stages=2).figure,
+    }
+    small = {}
+    for name, draw in figures.items():
+        fig = draw()
+        phone, desktop = _smallest_text_px(fig, PHONE_COLUMN_PX), _smallest_text_px(fig)
+        if phone < 7 or desktop < 9:
+            small[name] = (round(phone, 1), round(desktop, 1))
+        plt.close(fig)
+    assert not small, f"figures with text under 7 px at 390 px or 9 px at 1280 px (phone, desktop): {small}"
+
+
+@pytest.mark.parametrize("values", ["integers", "floats"])
+def test_chapter_2s_systolic_animation_is_legible_on_a_phone(values):
+    """Chapter 2's animation of a 4 x 4 array: its frames are shown whole (no tight box), at most as wide as
+    the column; every text of a frame in the middle of the product is at least 7 px in a 390 px window and
+    9 px in a 1280 px one."""
+    import numpy as np
+
+    import scalelib as sl
+    from scalelib._systolic import _Drawing, _frames
+
+    rng = np.random.default_rng(0)
+    x, w = rng.integers(-9, 10, size=(3, 4)), rng.integers(-9, 10, size=(4, 4))
+    if values == "floats":
+        x, w = x / 7, w / 3
+    trace = sl.systolic_trace(x, w, size=4)
+    drawing = _Drawing(trace, 72)
+    drawing.draw(_frames(trace, 2)[9])
+    fig = drawing.fig
+    from matplotlib.text import Text
+
+    smallest_pt = min(t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip())
+    width_px = fig.get_size_inches()[0] * fig.dpi
+    for column, least in ((PHONE_COLUMN_PX, 7), (COLUMN_PX, 9)):
+        shown = smallest_pt * fig.dpi / 72 * min(1.0, column / width_px)
+        assert shown >= least, f"{shown:.1f} px in a {column} px column"
+    plt.close(fig)
