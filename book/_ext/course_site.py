@@ -51,6 +51,8 @@
    the MathML copy KaTeX writes of each formula is left out of the snippet.
 14. A change to this file or to book/_static rewrites every page (the config
    value ``course_site_digest``), not only the pages whose source changed.
+15. Every page names its published address (``html_baseurl``, a canonical link):
+   GitHub Pages' address of ``repository: url:`` (scalelib.course.authoring.pages_url).
 """
 
 from __future__ import annotations
@@ -337,6 +339,16 @@ def link_course_pdf(app: Sphinx, pagename: str, templatename: str, context: dict
                 }
 
 
+def canonical_address(app: Sphinx, config: Config) -> None:
+    """Pages name their published address (``<link rel="canonical">``): GitHub Pages' address of the
+    repository in the config (``repository: url:``, the one place it is kept; item 15)."""
+    if config.html_baseurl:
+        return
+    from scalelib.course.authoring import pages_url
+
+    config.html_baseurl = pages_url(BOOK_DIR / "_config.yml")
+
+
 def add_course_css(app: Sphinx, config: Config) -> None:
     """Serve book/_static (course.css) and link course.css from every page; numpy's array type,
     which the offline build cannot link to (no intersphinx), is not reported as a missing target."""
@@ -394,6 +406,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("source-read", hide_solution_markers)
     app.connect("source-read", unlink_solution_pages)
     app.connect("config-inited", add_course_css)
+    app.connect("config-inited", canonical_address)
     app.connect("config-inited", no_top_bar)
     app.connect("doctree-resolved", describe_figures)
     app.connect("build-finished", drop_fontawesome_script)
