@@ -139,21 +139,25 @@ def test_a_version_tag_releases_what_colab_installs():
 
 def test_ci_runs_every_test_with_the_lowest_and_the_highest_jax_the_setup_cell_installs():
     """The notebooks extra (what Colab's setup cell installs) bounds JAX; CI's matrix runs `make test`
-    with its lowest release (make's JAX variable) and with requirements.txt's pin, which must be a
-    release of the highest minor the bound allows."""
+    with requirements.txt's pin, which must be a release of the highest minor the bound allows, and,
+    when the bound's lowest release is another one, with that (make's JAX variable)."""
     import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     (jax,) = [r for r in extras["notebooks"] if r.startswith("jax")]
-    low, high = re.fullmatch(r"jax>=(\d+)\.(\d+),<(\d+)\.(\d+)", jax).group(1, 2), \
-        re.fullmatch(r"jax>=(\d+)\.(\d+),<(\d+)\.(\d+)", jax).group(3, 4)
+    bound = re.fullmatch(r"jax>=(\d+\.\d+(?:\.\d+)?),<(\d+)\.(\d+)", jax)
+    assert bound, f"the notebooks extra's JAX {jax!r} is not a range with a lower and an upper bound"
+    lowest = bound.group(1) + (".0" if bound.group(1).count(".") == 1 else "")
     pin = re.search(r"^jax==(\d+)\.(\d+)\.(\d+)$", (ROOT / "requirements.txt").read_text(), re.M)
-    assert pin and (int(pin.group(1)), int(pin.group(2)) + 1) == tuple(map(int, high)), (
+    assert pin and (int(pin.group(1)), int(pin.group(2)) + 1) == (int(bound.group(2)), int(bound.group(3))), (
         f"requirements.txt pins jax {pin and pin.group(0)}; the notebooks extra allows {jax}: keep the pin "
         "at the highest minor the bound allows")
+    pinned = ".".join(pin.groups())
+    assert tuple(map(int, lowest.split("."))) <= tuple(map(int, pin.groups())), (lowest, pinned)
     test = _load(CI)["jobs"]["test"]
     runs = sorted(entry["jax"] for entry in test["strategy"]["matrix"]["include"])
-    assert runs == ["", f"{low[0]}.{low[1]}.0"], runs  # the pin (no override) and the lowest release
+    # the pin (no override), and the lowest release when it is not the pin
+    assert runs == sorted({"", lowest} - {pinned}), (runs, lowest, pinned)
     assert test["strategy"]["fail-fast"] is False
     step = next(step for step in test["steps"] if step.get("run") == "bash .ci/run")
     assert step["env"]["JAX"] == "${{ matrix.jax }}"

@@ -547,7 +547,7 @@ DEFAULT_JAX = "jax>=0.7"
 
 def tested_jax(root=".") -> str:
     """JAX's tested range as a pip requirement: the notebooks extra's (pyproject.toml), e.g.
-    ``jax>=0.7,<0.11``, which the setup cell installs and the local extra includes. CI tests its
+    ``jax>=0.10.2,<0.11``, which the setup cell installs and the local extra includes. CI tests its
     lowest release and the one requirements.txt pins, the highest (tests/test_workflows.py)."""
     import tomllib
 
