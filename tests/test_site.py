@@ -1252,8 +1252,42 @@ def test_phone_check_catches_a_page_that_scrolls_sideways_and_a_scroller_without
     table = '<table style="display: block; overflow-x: auto"><tr>' + "<td>cell_of_a_wide_table</td>" * 12 + "</tr></table>"
     plain = _fault_page(browser, tmp_path, "plain", table, width=PHONE_WIDTH)
     assert plain.dom["page_overflow"] <= 1 and plain.dom["hintless_scrollers"]
-    hinted = table.replace("overflow-x: auto", "overflow-x: auto; background: linear-gradient(white, white)")
-    assert _fault_page(browser, tmp_path, "hinted", hinted, width=PHONE_WIDTH).dom["hintless_scrollers"] == []
+    # a shadow painted as the box's background is no hint either (striped rows cover it)
+    shaded = table.replace("overflow-x: auto", "overflow-x: auto; background: linear-gradient(to left, #888, white)")
+    assert _fault_page(browser, tmp_path, "shaded", shaded, width=PHONE_WIDTH).dom["hintless_scrollers"]
+
+
+def test_scroll_cue_check_sees_the_cue_and_catches_one_hidden_under_striped_rows(browser, tmp_path) -> None:
+    """With the site's own course.css and course-scroll.js, a wide table with opaque striped rows shows
+    its cue at each end of its scroll; the same cue drawn under the rows is caught by the pixels."""
+    import shutil
+
+    for name in ("course.css", "course-scroll.js"):
+        shutil.copy(ROOT / "book" / "_static" / name, tmp_path / name)
+    rows = "".join(f'<tr style="background: {"#e8e8e8" if i % 2 else "#ffffff"}">'
+                   + "<td>cell_of_a_wide_table</td>" * 12 + "</tr>" for i in range(6))
+
+    def page(name: str, css: str = "") -> None:
+        (tmp_path / f"{name}.html").write_text(
+            f'<!doctype html><html><head><title>{name}</title><link rel="stylesheet" href="course.css">'
+            f'<style>{css}</style><script defer src="course-scroll.js"></script></head><body>'
+            f'<article class="bd-article"><h1>{name}</h1><table class="table">{rows}</table></article></body></html>',
+            encoding="utf8")
+
+    page("cued")
+    page("under", ".course-scroll::before, .course-scroll::after { z-index: -1 !important; }")
+    server = serve(tmp_path)
+    browser.set_window_size(PHONE_WIDTH, 900)
+    try:
+        cued = load_page(browser, server.base + "cued.html")
+        assert cued.dom["hintless_scrollers"] == [] and _scroll_cue_faults(browser) == []
+        load_page(browser, server.base + "under.html")
+        faults = _scroll_cue_faults(browser)
+        assert any("content continues on the right, the edge shows no cue" in f for f in faults), faults
+        assert any("content hidden on the left shows no cue" in f for f in faults), faults
+    finally:
+        browser.set_window_size(*WINDOW)
+        server.stop()
 
 
 def test_output_check_catches_a_line_cut_at_desktop_width(browser, tmp_path) -> None:
