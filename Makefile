@@ -19,10 +19,14 @@ help:
 	@echo "make exercises - regenerate exercises/ from solutions/, resync setup cells, rewrite the API pages and the book map"
 
 # Python packages, pinned in requirements.txt; scalelib itself installed editable.
+# JAX=0.7.0 (say) puts that JAX release in place of the pinned one: CI runs every test with the lowest
+# and the highest JAX the notebooks' setup cell installs (pyproject.toml's notebooks extra).
+JAX ?=
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(if $(JAX),$(PY) -m pip install --quiet "jax==$(JAX)" "jaxlib==$(JAX)")
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 

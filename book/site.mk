@@ -15,6 +15,14 @@
 #                  chromium into _build/pdf/how-to-scale-your-model.pdf, then copied into the site,
 #                  where the introduction links to it; `make site` ends with this step. With
 #                  SOLUTIONS=no: from that site's toc, into _build/no-solutions/_build/{pdf,html}
+#
+# Nothing is rebuilt that has not changed: `make site` skips the website's build when the digest of its
+# inputs (scalelib/course/sitestamp.py: the toc, the config, book/, solutions/, exercises/, scalelib/,
+# the pins) equals the one written in _build/site.inputs after its last successful build, and the PDF
+# likewise (_build/pdf/pdf.inputs). So `make test` after `make site` on an unchanged tree spends no time
+# on the site. When they do run, the notebooks are executed only when changed (Jupyter Book's cache)
+# and Sphinx rereads only the pages whose source changed. `make site FORCE=yes` rebuilds both steps
+# (still with the notebook cache); `make pdf` always reprints the PDF.
 
 SOLUTIONS ?= yes
 ifeq ($(SOLUTIONS),no)
@@ -34,6 +42,18 @@ SITE_BUILD := $(SITE_ENV) $(VENV)/bin/jupyter-book build . --config book/_config
 	$(SITE_OUT) -W -n --keep-going
 # The PDF edition of the site built into $(SITE_HTML): reuses its notebook cache, lands beside it.
 SITE_PDF := $(SITE_ENV) $(VENV)/bin/scalelib pdf --toc $(SITE_TOC) --build-dir $(SITE_HTML:/html=)
+# Whether each step's inputs changed since its last successful run (a digest of their contents).
+SITE_STAMP := $(SITE_ENV) $(PY) scalelib/course/sitestamp.py
+SITE_INPUTS := $(SITE_HTML:/html=)/site.inputs
+PDF_INPUTS := $(SITE_HTML:/html=)/pdf/pdf.inputs
+FORCE ?= no
+ifeq ($(FORCE),yes)
+SITE_FRESH := false
+PDF_FRESH := false
+else
+SITE_FRESH := $(SITE_STAMP) check $(SITE_INPUTS) --toc $(SITE_TOC) --output $(SITE_HTML)/index.html
+PDF_FRESH := $(SITE_STAMP) check $(PDF_INPUTS) --pdf --toc $(SITE_TOC) --output $(SITE_HTML:/html=)/pdf/how-to-scale-your-model.pdf
+endif
 # Root installs packages directly; anyone else through sudo.
 SITE_SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -61,12 +81,16 @@ site: $(VENV)/.installed book/node_modules/.installed browser
 ifeq ($(SOLUTIONS),no)
 	$(PY) -c "from scalelib.course.authoring import write_toc_without_solutions as w; w('book/_toc.yml', '$(SITE_TOC)')"
 endif
-	$(SITE_BUILD)
-	$(SITE_PDF)
+	@$(SITE_FRESH) || { $(SITE_STAMP) begin $(SITE_INPUTS) --toc $(SITE_TOC) && \
+		echo '$(SITE_BUILD)' && $(SITE_BUILD) && $(SITE_STAMP) done $(SITE_INPUTS); }
+	@$(PDF_FRESH) || { $(SITE_STAMP) begin $(PDF_INPUTS) --pdf --toc $(SITE_TOC) && \
+		echo '$(SITE_PDF)' && $(SITE_PDF) && $(SITE_STAMP) done $(PDF_INPUTS); }
 	@echo "Site built: file://$(CURDIR)/$(SITE_HTML)/index.html"
 
 pdf: $(VENV)/.installed book/node_modules/.installed browser
 ifeq ($(SOLUTIONS),no)
 	$(PY) -c "from scalelib.course.authoring import write_toc_without_solutions as w; w('book/_toc.yml', '$(SITE_TOC)')"
 endif
+	$(SITE_STAMP) begin $(PDF_INPUTS) --pdf --toc $(SITE_TOC)
 	$(SITE_PDF)
+	$(SITE_STAMP) done $(PDF_INPUTS)

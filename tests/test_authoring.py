@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from scalelib.course.authoring import (
+    course_ref,
+    pages_url,
     release_ref,
     tested_jax as _tested_jax,
     AuthoringError,
@@ -283,43 +285,86 @@ try:
     import scalelib as sl
 except ImportError:
     import subprocess, sys
-    SCALELIB = "scalelib[notebooks] @ git+{URL}@main"  # this version of the course, pinned
-    JAX = "jax>=0.7"  # the JAX releases the course is tested with
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", SCALELIB, JAX],
+    # The library of the course's version this notebook comes from (main), with JAX in the tested range.
+    SCALELIB = "scalelib[notebooks] @ git+{URL}@main"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", SCALELIB],
                           capture_output=True, text=True)
     if done.returncode != 0:
+        log = done.stdout + done.stderr
+        if any(s in log for s in ("Could not resolve host", "Temporary failure in name resolution",
+                                  "Failed to establish a new connection", "Network is unreachable",
+                                  "NameResolutionError", "Connection timed out")):
+            why = "The runtime cannot reach GitHub or PyPI: check its internet connection"
+        elif any(s in log for s in ("did not match any file(s) known to git", "Repository not found",
+                                    "could not read Username", "Could not read from remote repository",
+                                    "couldn't find remote ref")):
+            why = (SCALELIB.split(" @ ")[1] + " is not published (the repository is not public "
+                   "yet, or the tag is not pushed): open a notebook of a published version of the course")
+        else:
+            why = "pip's error is above"
         raise RuntimeError(
             "Installing scalelib failed (pip exited with " + str(done.returncode) + "):\\n"
-            + done.stderr[-1500:] + "\\nCheck the runtime's internet connection, restart it "
-            "(Runtime > Restart session) and run this cell again; or install by hand: pip install '"
-            + SCALELIB + "' '" + JAX + "'") from None
+            + log[-1500:] + "\\n" + why + "; then restart the runtime (Runtime > Restart session) "
+            "and run this cell again, or install by hand: pip install '" + SCALELIB + "'") from None
     import scalelib as sl'''
 
 
-def _course(tmp_path, version="1.2.3", jax_pin="0.10.2"):
+def _course(tmp_path, version="1.2.3", jax="jax>=0.7,<0.11", branch="main"):
     """A course checkout: book/_config.yml, pyproject.toml (its version and notebooks extra), requirements.txt."""
-    (tmp_path / "book").mkdir()
+    (tmp_path / "book").mkdir(parents=True)
     (tmp_path / "pyproject.toml").write_text(
         f'[project]\nname = "scalelib"\nversion = "{version}"\n'
-        '[project.optional-dependencies]\nnotebooks = ["jax>=0.7", "matplotlib>=3.8"]\n')
-    (tmp_path / "requirements.txt").write_text(f"jax=={jax_pin}\njaxlib=={jax_pin}\nnumpy==2.0.0\n")
-    return config(tmp_path / "book")
+        f'[project.optional-dependencies]\nnotebooks = ["{jax}", "matplotlib>=3.8"]\n')
+    (tmp_path / "requirements.txt").write_text("jax==0.10.2\njaxlib==0.10.2\nnumpy==2.0.0\n")
+    return config(tmp_path / "book", branch=branch)
 
 
-def test_the_setup_cell_installs_this_version_s_release_tag_and_jax_in_the_tested_range(tmp_path):
-    source = setup_cell_source(_course(tmp_path))
-    assert f'SCALELIB = "scalelib[notebooks] @ git+{URL}@v1.2.3"' in source  # not the tip of a branch
-    assert 'JAX = "jax>=0.7,<0.11"' in source  # up to the release CI runs (0.10), never the newest
-    assert "--upgrade" not in source and "%pip" not in source
+def test_the_setup_cell_installs_the_course_ref_the_notebook_opens_from(tmp_path):
+    """The ref is the config's `branch`: main on main, a release's tag in a release commit; the
+    notebooks extra (JAX's tested range) without a second pin of JAX, and no upgrade of anything."""
+    source = setup_cell_source(_course(tmp_path / "main"))
+    assert f'SCALELIB = "scalelib[notebooks] @ git+{URL}@main"' in source
+    tagged = setup_cell_source(_course(tmp_path / "release", branch="v1.2.3"))
+    assert f'SCALELIB = "scalelib[notebooks] @ git+{URL}@v1.2.3"' in tagged
+    assert course_ref(tmp_path / "release" / "book" / "_config.yml") == "v1.2.3" == release_ref(tmp_path / "release")
+    assert "--upgrade" not in source and "%pip" not in source and "jupyterlab" not in source
 
 
-def test_the_repository_s_setup_cell_pins_the_version_in_pyproject():
-    import tomllib
+def test_colab_and_the_setup_cell_use_one_ref(tmp_path):
+    """Colab's link (and Jupyter Book's launch button, built from the same `repository: branch:`)
+    opens the notebook from the very ref its setup cell installs, for any ref."""
+    import re
+
+    for ref in ("main", "v2.0.1", "some-branch"):
+        cfg = _course(tmp_path / ref, branch=ref)
+        path = tmp_path / ref / "book" / "ch01_x.ipynb"
+        opened = re.search(r"/blob/([^/]+)/book/ch01_x\.ipynb\)$", colab_link(path, cfg)).group(1)
+        installed = re.search(r'SCALELIB = "scalelib\[notebooks\] @ git\+[^@"]+@([^"]+)"',
+                              setup_cell_source(cfg)).group(1)
+        assert opened == installed == ref
+
+
+def test_the_repository_s_notebooks_open_in_colab_from_the_ref_they_install():
+    """Each chapter notebook's Colab link and its setup cell name the same ref, the config's."""
+    import re
 
     root = Path(__file__).resolve().parents[1]
-    version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
-    source = setup_cell_source(root / "book" / "_config.yml")
-    assert f"@v{version}\"" in source and release_ref(root) == f"v{version}"
+    ref = course_ref(root / "book" / "_config.yml")
+    for path in sorted((root / "book").glob("ch*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        text = "\n".join(c.source for c in nb.cells)
+        opened = re.findall(r"\[Open in Colab\]\([^)]*/blob/([^/]+)/book/", text)
+        installed = re.findall(r'scalelib\[notebooks\] @ git\+[^@"]+@([^"]+)"', text)
+        assert opened == [ref] and installed == [ref], (
+            f"{path.name}: Colab opens {opened}, the setup cell installs {installed}, the course's ref is "
+            f"{ref!r} (run `scalelib sync-setup`)")
+
+
+def test_the_site_s_address_is_derived_from_the_repository(tmp_path):
+    assert pages_url(config(tmp_path, url="https://github.com/Some-Org/my-course")) == \
+        "https://some-org.github.io/my-course/"
+    with pytest.raises(AuthoringError, match="repository: url"):
+        pages_url(config(tmp_path, url="https://gitlab.com/a/b"))
 
 
 def test_the_setup_cell_forces_8_cpu_devices_and_says_why_an_install_failed(tmp_path, monkeypatch):
@@ -343,15 +388,15 @@ def test_the_setup_cell_forces_8_cpu_devices_and_says_why_an_install_failed(tmp_
     import os
 
     assert os.environ["JAX_PLATFORMS"] == "cpu" and os.environ["JAX_NUM_CPU_DEVICES"] == "8"
-    assert calls == [[sys.executable, "-m", "pip", "install", "--quiet",
-                      f"scalelib[notebooks] @ git+{URL}@main", "jax>=0.7"]]
+    assert calls == [[sys.executable, "-m", "pip", "install", "--quiet", f"scalelib[notebooks] @ git+{URL}@main"]]
     message = str(err.value)
     assert message.startswith("Installing scalelib failed (pip exited with 1):\nERROR: Could not find")
+    assert "pip's error is above" in message and "internet" not in message and "not published" not in message
     assert "Restart session" in message and f"pip install 'scalelib[notebooks] @ git+{URL}@main'" in message
 
 
-def test_tested_jax_reads_the_extra_and_the_pin(tmp_path):
-    _course(tmp_path, jax_pin="0.9.0")
+def test_tested_jax_is_the_notebooks_extra_s(tmp_path):
+    _course(tmp_path, jax="jax >= 0.7, <0.10")
     assert _tested_jax(tmp_path) == "jax>=0.7,<0.10"
     assert _tested_jax(tmp_path / "nowhere") == "jax>=0.7"
 

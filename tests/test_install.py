@@ -20,18 +20,69 @@ def _readme_install_command() -> str:
     return line
 
 
-def test_the_readme_installs_the_notebooks_extra_and_the_extra_brings_a_kernel():
+def _extras() -> dict:
     import tomllib
 
-    assert _readme_install_command() == '.venv-learn/bin/pip install ".[notebooks]"'
-    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["notebooks"]
-    assert {re.split(r"[<>=\[]", d)[0] for d in extra} >= {"jax", "matplotlib", "ipykernel"}
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 
 
-def test_the_colab_setup_cell_installs_the_same_extra():
-    from scalelib.course.authoring import setup_cell_source
+def _names(requirements) -> set:
+    return {re.split(r"[<>=\[ ]", d)[0] for d in requirements}
+
+
+def test_the_readme_installs_the_local_extra_the_notebooks_extra_and_jupyterlab():
+    assert _readme_install_command() == '.venv-learn/bin/pip install ".[local]"'
+    extras = _extras()
+    assert _names(extras["notebooks"]) >= {"jax", "matplotlib", "ipykernel"}
+    assert "jupyterlab" not in _names(extras["notebooks"])  # Colab is the front end there
+    assert set(extras["local"]) == {"scalelib[notebooks]", "jupyterlab>=4"}  # the same JAX bounds, and JupyterLab
+
+
+def test_the_colab_setup_cell_installs_the_notebooks_extra_with_jax_bounded_above():
+    from scalelib.course.authoring import setup_cell_source, tested_jax
 
     assert 'scalelib[notebooks] @ git+' in setup_cell_source(ROOT / "book" / "_config.yml")
+    (jax,) = [d for d in _extras()["notebooks"] if d.startswith("jax")]
+    assert jax == tested_jax(ROOT) and re.fullmatch(r"jax>=\d+\.\d+(\.\d+)?,<\d+\.\d+", jax), jax
+
+
+def _run_setup_cell(tmp_path, url: str, ref: str, monkeypatch) -> str:
+    """The setup cell for `url`@`ref`, run where scalelib cannot be imported, with the real pip:
+    the RuntimeError's message."""
+    import pytest
+
+    from scalelib.course.authoring import setup_cell_source
+
+    config = tmp_path / "_config.yml"
+    config.write_text(f"repository:\n  url: {url}\n  branch: {ref}\n")
+    monkeypatch.setitem(sys.modules, "scalelib", None)  # `import scalelib` raises ImportError
+    monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
+    with pytest.raises(RuntimeError) as err:
+        exec(compile(setup_cell_source(config), "setup-cell", "exec"), {})
+    return str(err.value)
+
+
+def test_the_setup_cell_says_a_ref_is_not_published(tmp_path, monkeypatch):
+    """pip's real failure on a repository without the tag (a release not pushed yet) is read as that."""
+    repo = tmp_path / "course"
+    repo.mkdir()
+    (repo / "README").write_text("x")
+    git = ["git", "-c", "user.email=a@b", "-c", "user.name=a", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    message = _run_setup_cell(tmp_path, f"file://{repo}", "v9.9.9", monkeypatch)
+    assert f"git+file://{repo}@v9.9.9 is not published" in message, message
+    assert "internet" not in message
+    missing = _run_setup_cell(tmp_path, f"file://{tmp_path}/nowhere", "main", monkeypatch)
+    assert "is not published" in missing and "internet" not in missing, missing
+
+
+def test_the_setup_cell_says_the_network_is_unreachable(tmp_path, monkeypatch):
+    """pip's real failure on a host no resolver knows (.invalid, RFC 2606) is read as no network."""
+    message = _run_setup_cell(tmp_path, "https://github.invalid/owner/course", "main", monkeypatch)
+    assert "cannot reach GitHub or PyPI: check its internet connection" in message, message
+    assert "not published" not in message
 
 
 def test_a_fresh_environment_runs_an_exercise_notebook(tmp_path):

@@ -293,11 +293,16 @@ return {
   cut_outputs: Array.from(article.querySelectorAll('.cell_output .output, .cell_output pre')).filter(
                  e => e.scrollWidth > e.clientWidth + 1 && !e.querySelector('img, svg, table, .katex-display'))
                .map(e => e.textContent.trim().split('\\n').sort((a, b) => b.length - a.length)[0].slice(0, 80)),
-  // Boxes that scroll sideways (wide tables, display math) without the shadow that says they do.
-  hintless_scrollers: Array.from(article.querySelectorAll('.katex-display, table')).filter(e =>
+  // Every element that really scrolls sideways (a table, KaTeX's inner box, a code block: whatever
+  // has overflow-x auto or scroll and more content than width), at the start of its scroll, whose
+  // box is not marked as hiding content on the right (the cue itself is checked by pixels,
+  // _scroll_cue_faults).
+  hintless_scrollers: Array.from(article.querySelectorAll('*')).filter(e =>
                  e.scrollWidth > e.clientWidth + 1 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX)
-                 && !getComputedStyle(e).backgroundImage.includes('gradient'))
-               .map(e => e.textContent.trim().slice(0, 60)),
+                 && e.checkVisibility({visibilityProperty: true})
+                 && !(e.parentElement.classList.contains('course-scroll')
+                      && e.parentElement.classList.contains('course-more-right') === (e.scrollLeft < e.scrollWidth - e.clientWidth - 1)))
+               .map(e => e.tagName.toLowerCase() + '.' + Array.from(e.classList).join('.') + ': ' + e.textContent.trim().slice(0, 60)),
   cut_off: Array.from(article.querySelectorAll('.katex-display, table')).filter(e => {
              const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
              for (let el = e; el && el !== document.body; el = el.parentElement) {
@@ -786,6 +791,33 @@ def test_search_for_nonsense_finds_nothing(browser, site) -> None:
     assert "did not match any documents" in summary, summary
 
 
+@pytest.mark.parametrize("query, teaching, within", [
+    ("AllGather", {"book/ch03_sharding"}, 1),  # chapter 3 teaches it; chapters 10 and 12 and exercises use it
+    ("MFU", {"book/ch05_training", "book/ch06_llama_training"}, 3),  # training's chapters define and use it
+])
+def test_search_ranks_the_page_that_teaches_a_term_first(query, teaching, within, browser, site) -> None:
+    """A reader searching a term finds the chapter that teaches it before the exercises that use it
+    (book/_ext/course-scorer.js: a chapter's page, and its headings, weigh most)."""
+    report, summary, found = _search(browser, site, query)
+    assert not report.console_errors, f"search for {query!r}: console errors {report.console_errors}"
+    ranked = [docname_of(url, site.base) for url in found]
+    assert teaching & set(ranked[:within]), f"searching {query!r}: {sorted(teaching)} not in the first {within}: {ranked[:8]}"
+
+
+@_params(PAGES)
+def test_the_search_index_is_loaded_by_the_search_page_only(page: PageReport) -> None:
+    """searchindex.js (about 300 kB) and the search's scripts are not loaded by the course's pages:
+    the search field sends the reader to search.html, which loads them."""
+    loaded = [url for url in page.requests if re.search(r"/(searchindex\.js|_static/searchtools\.js)", url)]
+    assert not loaded, f"{page.url} loads {loaded}"
+
+
+def test_the_search_page_loads_the_index(browser, site) -> None:
+    report, summary, found = _search(browser, site, "roofline")
+    assert any(url.split("?")[0].endswith("/searchindex.js") for url in report.requests), report.requests
+    assert found, summary
+
+
 def test_search_index_has_every_page_under_its_title(browser, site, reports) -> None:
     """searchindex.js (what the browser searches) indexes every toc page, titled by its <h1>."""
     text = (SITE / "searchindex.js").read_text(encoding="utf8")
@@ -866,8 +898,114 @@ def test_nothing_is_cut_off_at_phone_width(docname, browser, site, phone_reports
     )
     assert not report.dom.get("hintless_scrollers"), (
         f"{docname} at {PHONE_WIDTH} px: boxes that scroll sideways with no sign that they do: "
-        f"{report.dom['hintless_scrollers']}"
+        f"{report.dom['hintless_scrollers'][:5]}"
     )
+    faults = _scroll_cue_faults(browser)
+    assert not faults, f"{docname} at {PHONE_WIDTH} px: {faults}"
+
+
+#: Tells each element that scrolls sideways by what it holds (the first of each kind on a page is
+#: checked by pixels), and returns them.
+_SCROLLERS = """
+const article = document.querySelector('article.bd-article') || document.querySelector('main');
+const kind = e => e.closest('table, .pst-scrollable-table-container, .table-wrapper') || e.querySelector('table') ? 'table'
+                  : e.closest('.katex-display, .katex') || e.querySelector('.katex') ? 'equation'
+                  : e.closest('pre, div.highlight') || e.querySelector('pre') ? 'code' : 'other';
+const found = {};
+for (const e of article.querySelectorAll('*')) {
+  // (not one folded away, in a closed <details>: nothing to see there)
+  if (e.scrollWidth <= e.clientWidth + 1 || !['auto', 'scroll'].includes(getComputedStyle(e).overflowX)
+      || !e.checkVisibility({visibilityProperty: true})) { continue; }
+  const k = kind(e);
+  if (!(k in found)) { found[k] = e; }
+}
+return found;
+"""
+
+#: Scrolls the element to `left` ('start' or 'end'), waits two frames for the page's scroll handler, and
+#: returns the box it is in (where the cue is drawn) as [left, top, right, bottom] in CSS pixels.
+_SCROLL_TO = """
+const [e, where, done] = arguments;
+e.scrollIntoView({block: 'center', inline: 'nearest'});
+e.scrollLeft = where === 'start' ? 0 : e.scrollWidth;
+requestAnimationFrame(() => requestAnimationFrame(() => {
+  const host = e.parentElement.getBoundingClientRect(), own = e.getBoundingClientRect();
+  done([host.left, Math.max(own.top, 0), host.right, Math.min(own.bottom, window.innerHeight)]);
+}));
+"""
+
+
+def _edge_strip(driver, box, side: str, width: float = 8):
+    """The `width` CSS pixels inside the `side` edge of `box`, from a screenshot of the window (RGB)."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(driver.get_screenshot_as_png())) as shot:
+        scale = shot.width / driver.execute_script("return window.innerWidth")
+        left, top, right, bottom = box
+        x0, x1 = (left + 1, left + 1 + width) if side == "left" else (right - 1 - width, right - 1)
+        return shot.convert("RGB").crop(tuple(round(v * scale) for v in (x0, top + 2, x1, bottom - 2)))
+
+
+def _difference(a, b) -> float:
+    """The mean absolute difference of two images of one size, per channel (0-255)."""
+    from PIL import ImageChops, ImageStat
+
+    return sum(ImageStat.Stat(ImageChops.difference(a, b)).mean) / 3
+
+
+def _cue_on_and_off(driver, element, side: str, box):
+    """The edge strip as the page draws it, and with the box's cue for that side taken away."""
+    shown = _edge_strip(driver, box, side)
+    cls = f"course-more-{side}"
+    had = driver.execute_script(f"const h = arguments[0].parentElement; const had = h.classList.contains('{cls}');"
+                                f"h.classList.remove('{cls}'); return had;", element)
+    hidden = _edge_strip(driver, box, side)
+    if had:
+        driver.execute_script(f"arguments[0].parentElement.classList.add('{cls}');", element)
+    return _difference(shown, hidden)
+
+
+#: How much a cue must change its edge (mean difference per channel, 0-255): the shade is about
+#: 60 levels on white where it starts; text and row stripes under it lower that, never to 12.
+CUE_VISIBLE = 12
+
+
+def _scroll_cue_faults(driver, kinds=("table", "equation", "code", "other")) -> list[str]:
+    """For the first element of each kind that scrolls sideways on the loaded page: at the start of
+    its scroll its right edge looks different with the cue than without (a shade is seen above rows,
+    code backgrounds and all) and its left edge does not; at the end, the other way round."""
+    faults = []
+    for kind, element in driver.execute_script(_SCROLLERS).items():
+        if kind not in kinds:
+            continue
+        label = f"{kind} {driver.execute_script('return arguments[0].textContent.trim().slice(0, 40)', element)!r}"
+        box = driver.execute_async_script(_SCROLL_TO, element, "start")
+        if box[3] - box[1] < 8:
+            continue
+        right, left = _cue_on_and_off(driver, element, "right", box), _cue_on_and_off(driver, element, "left", box)
+        if right < CUE_VISIBLE:
+            faults.append(f"{label}: content continues on the right, the edge shows no cue (difference {right:.1f})")
+        if left > 1:
+            faults.append(f"{label}: nothing is hidden on the left, yet its edge shows a cue (difference {left:.1f})")
+        box = driver.execute_async_script(_SCROLL_TO, element, "end")
+        right, left = _cue_on_and_off(driver, element, "right", box), _cue_on_and_off(driver, element, "left", box)
+        if left < CUE_VISIBLE:
+            faults.append(f"{label}: scrolled to its end, content hidden on the left shows no cue (difference {left:.1f})")
+        if right > 1:
+            faults.append(f"{label}: scrolled to its end, the right edge still shows a cue (difference {right:.1f})")
+        driver.execute_async_script(_SCROLL_TO, element, "start")
+    return faults
+
+
+@_params(CHAPTER_PAGES)
+def test_code_that_scrolls_shows_a_cue_at_desktop_width(page: PageReport, browser, site) -> None:
+    """At 1280 px a code block with lines wider than the column scrolls; its edge is shaded where the
+    code continues (checked by pixels: the edge with and without the cue)."""
+    load_page(browser, page.url, settle=0)
+    faults = _scroll_cue_faults(browser, kinds=("code", "table", "equation"))
+    assert not faults, f"{page.url} at {WINDOW[0]} px: {faults}"
 
 
 @_params(PAGES)
@@ -1114,8 +1252,42 @@ def test_phone_check_catches_a_page_that_scrolls_sideways_and_a_scroller_without
     table = '<table style="display: block; overflow-x: auto"><tr>' + "<td>cell_of_a_wide_table</td>" * 12 + "</tr></table>"
     plain = _fault_page(browser, tmp_path, "plain", table, width=PHONE_WIDTH)
     assert plain.dom["page_overflow"] <= 1 and plain.dom["hintless_scrollers"]
-    hinted = table.replace("overflow-x: auto", "overflow-x: auto; background: linear-gradient(white, white)")
-    assert _fault_page(browser, tmp_path, "hinted", hinted, width=PHONE_WIDTH).dom["hintless_scrollers"] == []
+    # a shadow painted as the box's background is no hint either (striped rows cover it)
+    shaded = table.replace("overflow-x: auto", "overflow-x: auto; background: linear-gradient(to left, #888, white)")
+    assert _fault_page(browser, tmp_path, "shaded", shaded, width=PHONE_WIDTH).dom["hintless_scrollers"]
+
+
+def test_scroll_cue_check_sees_the_cue_and_catches_one_hidden_under_striped_rows(browser, tmp_path) -> None:
+    """With the site's own course.css and course-scroll.js, a wide table with opaque striped rows shows
+    its cue at each end of its scroll; the same cue drawn under the rows is caught by the pixels."""
+    import shutil
+
+    for name in ("course.css", "course-scroll.js"):
+        shutil.copy(ROOT / "book" / "_static" / name, tmp_path / name)
+    rows = "".join(f'<tr style="background: {"#e8e8e8" if i % 2 else "#ffffff"}">'
+                   + "<td>cell_of_a_wide_table</td>" * 12 + "</tr>" for i in range(6))
+
+    def page(name: str, css: str = "") -> None:
+        (tmp_path / f"{name}.html").write_text(
+            f'<!doctype html><html><head><title>{name}</title><link rel="stylesheet" href="course.css">'
+            f'<style>{css}</style><script defer src="course-scroll.js"></script></head><body>'
+            f'<article class="bd-article"><h1>{name}</h1><table class="table">{rows}</table></article></body></html>',
+            encoding="utf8")
+
+    page("cued")
+    page("under", ".course-scroll::before, .course-scroll::after { z-index: -1 !important; }")
+    server = serve(tmp_path)
+    browser.set_window_size(PHONE_WIDTH, 900)
+    try:
+        cued = load_page(browser, server.base + "cued.html")
+        assert cued.dom["hintless_scrollers"] == [] and _scroll_cue_faults(browser) == []
+        load_page(browser, server.base + "under.html")
+        faults = _scroll_cue_faults(browser)
+        assert any("content continues on the right, the edge shows no cue" in f for f in faults), faults
+        assert any("content hidden on the left shows no cue" in f for f in faults), faults
+    finally:
+        browser.set_window_size(*WINDOW)
+        server.stop()
 
 
 def test_output_check_catches_a_line_cut_at_desktop_width(browser, tmp_path) -> None:

@@ -56,7 +56,8 @@ def _load(path: Path) -> dict:
 
 
 def pages_url() -> str:
-    """The GitHub Pages address of the repository named in book/_config.yml."""
+    """The GitHub Pages address of the repository named in book/_config.yml, derived here
+    independently of scalelib.course.authoring.pages_url (which the test compares with it)."""
     config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text(encoding="utf-8"))
     owner, name = urlparse(config["repository"]["url"]).path.strip("/").split("/")[:2]
     return f"https://{owner.lower()}.github.io/{name}/"
@@ -101,7 +102,8 @@ def test_every_push_to_main_deploys_the_site_and_the_pdf_to_github_pages():
     test, deploy = ci["jobs"]["test"], ci["jobs"]["deploy"]
     main_only = "github.event_name == 'push' && github.ref == 'refs/heads/main'"
     upload = [step for step in test["steps"] if step.get("uses", "").startswith("actions/upload-pages-artifact@")]
-    assert len(upload) == 1 and upload[0]["if"] == main_only
+    # Of the two JAX runs, the pinned one publishes
+    assert len(upload) == 1 and upload[0]["if"] == main_only + " && matrix.jax == ''"
     # make site copies the PDF into _build/html: the Pages artefact holds both
     assert upload[0]["with"]["path"] == "_build/html"
     assert deploy["needs"] == "test" and deploy["if"] == main_only
@@ -129,12 +131,50 @@ def test_a_version_tag_releases_what_colab_installs():
     job = release["jobs"]["release"]
     assert job["permissions"] == {"contents": "write"}
     script = "\n".join(step.get("run", "") for step in job["steps"])
-    assert "scalelib sync-setup --check" in script  # the notebooks' setup cells install this very tag
+    # The tag's commit names the tag as the course's ref, and its notebooks open from it and install it
+    assert "course_ref" in script and '[ "$ref" != "$TAG" ]' in script
+    assert "scalelib sync-setup --check" in script
     assert 'v$version' in script and "gh release create" in script
 
 
+def test_ci_runs_every_test_with_the_lowest_and_the_highest_jax_the_setup_cell_installs():
+    """The notebooks extra (what Colab's setup cell installs) bounds JAX; CI's matrix runs `make test`
+    with requirements.txt's pin, which must be a release of the highest minor the bound allows, and,
+    when the bound's lowest release is another one, with that (make's JAX variable)."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (jax,) = [r for r in extras["notebooks"] if r.startswith("jax")]
+    bound = re.fullmatch(r"jax>=(\d+\.\d+(?:\.\d+)?),<(\d+)\.(\d+)", jax)
+    assert bound, f"the notebooks extra's JAX {jax!r} is not a range with a lower and an upper bound"
+    lowest = bound.group(1) + (".0" if bound.group(1).count(".") == 1 else "")
+    pin = re.search(r"^jax==(\d+)\.(\d+)\.(\d+)$", (ROOT / "requirements.txt").read_text(), re.M)
+    assert pin and (int(pin.group(1)), int(pin.group(2)) + 1) == (int(bound.group(2)), int(bound.group(3))), (
+        f"requirements.txt pins jax {pin and pin.group(0)}; the notebooks extra allows {jax}: keep the pin "
+        "at the highest minor the bound allows")
+    pinned = ".".join(pin.groups())
+    assert tuple(map(int, lowest.split("."))) <= tuple(map(int, pin.groups())), (lowest, pinned)
+    test = _load(CI)["jobs"]["test"]
+    runs = sorted(entry["jax"] for entry in test["strategy"]["matrix"]["include"])
+    # the pin (no override), and the lowest release when it is not the pin
+    assert runs == sorted({"", lowest} - {pinned}), (runs, lowest, pinned)
+    assert test["strategy"]["fail-fast"] is False
+    step = next(step for step in test["steps"] if step.get("run") == "bash .ci/run")
+    assert step["env"]["JAX"] == "${{ matrix.jax }}"
+    makefile = (ROOT / "Makefile").read_text()
+    assert '$(if $(JAX),$(PY) -m pip install --quiet "jax==$(JAX)" "jaxlib==$(JAX)")' in makefile
+    for upload in (s for s in test["steps"] if s.get("uses", "").startswith("actions/upload-")):
+        assert upload["if"].endswith("matrix.jax == ''"), upload  # one run keeps the site, artefact names unique
+
+
 def test_readme_and_introduction_link_the_published_site():
+    from scalelib.course.authoring import pages_url as derived
+
     url = pages_url()
-    assert url == "https://scalelib.github.io/scaling-course/"
+    assert url == derived(ROOT / "book" / "_config.yml") == "https://scalelib.github.io/scaling-course/"
     for path in (ROOT / "README.md", ROOT / "book" / "intro.md"):
         assert url in path.read_text(encoding="utf-8"), f"{path.name} does not link the published site {url}"
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    # How the address is derived, and the one setting that turns publishing on
+    assert "`https://OWNER.github.io/REPO/`" in readme and "`https://github.com/OWNER/REPO`" in readme
+    assert "Settings > Pages > Build and deployment > Source: GitHub Actions" in readme

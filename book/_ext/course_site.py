@@ -14,7 +14,8 @@
    file and line (an error under ``-W``), instead of showing up in red on
    the page.
 4. The site's own stylesheet, ``book/_static/course.css`` (wide equations
-   and tables scroll within their box on a phone).
+   and tables scroll within their box on a phone), and ``course-scroll.js``, which
+   shows a cue on each side of a box (table, equation, code) where content is hidden.
 5. The solution notebooks' region markers (``### BEGIN SOLUTION`` /
    ``### END SOLUTION``, which `make exercises` reads) are left out of the
    code a reader sees on the site.
@@ -51,6 +52,11 @@
    the MathML copy KaTeX writes of each formula is left out of the snippet.
 14. A change to this file or to book/_static rewrites every page (the config
    value ``course_site_digest``), not only the pages whose source changed.
+15. Every page names its published address (``html_baseurl``, a canonical link):
+   GitHub Pages' address of ``repository: url:`` (scalelib.course.authoring.pages_url).
+16. Search: results ranked by what their page is for, a chapter that teaches a word before the
+   exercises that use it (``course-scorer.js`` beside this file, Sphinx's ``html_search_scorer``);
+   the index and the search scripts are loaded by the search page only.
 """
 
 from __future__ import annotations
@@ -205,14 +211,25 @@ def no_top_bar(app: Sphinx, config: Config) -> None:
 FONTAWESOME_SCRIPT = re.compile(r'[ \t]*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>\n?')
 
 
+#: The search's scripts, which pydata-sphinx-theme loads on every page for a search-as-you-type it
+#: leaves off (its option ``search_as_you_type``): the index alone is about 300 kB.
+SEARCH_SCRIPTS = re.compile(
+    r'[ \t]*<script src="[^"]*(?:_static/searchtools\.js|_static/language_data\.js|searchindex\.js)[^"]*">'
+    r'</script>\n?')
+
+
 def drop_fontawesome_script(app: Sphinx, exception: Exception | None) -> None:
-    """Remove the theme's 1.5 MB fontawesome.js from every page and from _static (item 9)."""
+    """Remove the theme's 1.5 MB fontawesome.js from every page and from _static (item 9), and the
+    search's scripts and index from every page but the search page (item 16)."""
     if exception is not None or app.builder.format != "html":
         return
     out = Path(app.outdir)
+    search_page = out / "search.html"
     for page in out.rglob("*.html"):
         text = page.read_text(encoding="utf8")
         lighter = FONTAWESOME_SCRIPT.sub("", text)
+        if page != search_page:
+            lighter = SEARCH_SCRIPTS.sub("", lighter)
         if lighter != text:
             page.write_text(lighter, encoding="utf8")
     for name in ("fontawesome.js", "fontawesome.js.map", "fontawesome.js.LICENSE.txt"):
@@ -337,6 +354,23 @@ def link_course_pdf(app: Sphinx, pagename: str, templatename: str, context: dict
                 }
 
 
+def canonical_address(app: Sphinx, config: Config) -> None:
+    """Pages name their published address (``<link rel="canonical">``): GitHub Pages' address of the
+    repository in the config (``repository: url:``, the one place it is kept; item 15)."""
+    if config.html_baseurl:
+        return
+    from scalelib.course.authoring import pages_url
+
+    config.html_baseurl = pages_url(BOOK_DIR / "_config.yml")
+
+
+def rank_search_results(app: Sphinx, config: Config) -> None:
+    """The search ranks the chapter that teaches a word above the exercises that use it
+    (``book/_ext/course-scorer.js``, Sphinx's html_search_scorer; item 16)."""
+    if not config.html_search_scorer:
+        config.html_search_scorer = str(Path(__file__).with_name("course-scorer.js"))
+
+
 def add_course_css(app: Sphinx, config: Config) -> None:
     """Serve book/_static (course.css) and link course.css from every page; numpy's array type,
     which the offline build cannot link to (no intersphinx), is not reported as a missing target."""
@@ -381,7 +415,7 @@ def site_digest() -> str:
     rewrites every page (Sphinx otherwise rewrites only the pages whose source changed)."""
     import hashlib
 
-    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest = hashlib.sha256(Path(__file__).read_bytes() + Path(__file__).with_name("course-scorer.js").read_bytes())
     for path in sorted((BOOK_DIR / "_static").iterdir()):
         if path.is_file():
             digest.update(path.name.encode() + path.read_bytes())
@@ -394,12 +428,15 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("source-read", hide_solution_markers)
     app.connect("source-read", unlink_solution_pages)
     app.connect("config-inited", add_course_css)
+    app.connect("config-inited", canonical_address)
+    app.connect("config-inited", rank_search_results)
     app.connect("config-inited", no_top_bar)
     app.connect("doctree-resolved", describe_figures)
     app.connect("build-finished", drop_fontawesome_script)
     app.connect("html-page-context", link_course_pdf, priority=600)
     app.add_css_file("course.css")
     app.add_js_file("course-search.js", loading_method="defer")
+    app.add_js_file("course-scroll.js", loading_method="defer")
     app.connect("config-inited", use_npm_katex)
     app.connect("builder-inited", copy_katex_assets)
     app.connect("builder-inited", start_katex_server)

@@ -59,16 +59,27 @@ try:
     import scalelib as sl
 except ImportError:
     import subprocess, sys
-    SCALELIB = "scalelib[notebooks] @ git+{url}@{ref}"  # this version of the course, pinned
-    JAX = "{jax}"  # the JAX releases the course is tested with
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", SCALELIB, JAX],
+    # The library of the course's version this notebook comes from ({ref}), with JAX in the tested range.
+    SCALELIB = "scalelib[notebooks] @ git+{url}@{ref}"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", SCALELIB],
                           capture_output=True, text=True)
     if done.returncode != 0:
+        log = done.stdout + done.stderr
+        if any(s in log for s in ("Could not resolve host", "Temporary failure in name resolution",
+                                  "Failed to establish a new connection", "Network is unreachable",
+                                  "NameResolutionError", "Connection timed out")):
+            why = "The runtime cannot reach GitHub or PyPI: check its internet connection"
+        elif any(s in log for s in ("did not match any file(s) known to git", "Repository not found",
+                                    "could not read Username", "Could not read from remote repository",
+                                    "couldn't find remote ref")):
+            why = (SCALELIB.split(" @ ")[1] + " is not published (the repository is not public "
+                   "yet, or the tag is not pushed): open a notebook of a published version of the course")
+        else:
+            why = "pip's error is above"
         raise RuntimeError(
             "Installing scalelib failed (pip exited with " + str(done.returncode) + "):\\n"
-            + done.stderr[-1500:] + "\\nCheck the runtime's internet connection, restart it "
-            "(Runtime > Restart session) and run this cell again; or install by hand: pip install '"
-            + SCALELIB + "' '" + JAX + "'") from None
+            + log[-1500:] + "\\n" + why + "; then restart the runtime (Runtime > Restart session) "
+            "and run this cell again, or install by hand: pip install '" + SCALELIB + "'") from None
     import scalelib as sl"""
 SETUP_LAST_LINE = "import scalelib as sl"
 
@@ -478,30 +489,49 @@ def setup_cell_source(config_path="book/_config.yml") -> str:
 
     It points JAX at the CPU, as 8 devices (``JAX_PLATFORMS=cpu`` and ``JAX_NUM_CPU_DEVICES=8``
     before JAX is imported: on a Colab GPU or TPU runtime too), imports scalelib, and where that
-    fails (on Colab) first installs it with pip from ``git+<repository url>@<ref>`` together
-    with JAX in the tested range (:func:`tested_jax`), saying plainly what went wrong when the
-    install fails. The repository comes from the book's configuration::
+    fails (on Colab) first installs it with pip from ``git+<repository url>@<ref>`` with its
+    ``notebooks`` extra (JAX in the tested range, :func:`tested_jax`; matplotlib; no JupyterLab,
+    which Colab does not need), saying what went wrong when the install fails: no network, or a
+    ref that is not published. The repository and the ref come from the book's configuration::
 
         repository:
           url: https://github.com/owner/course
           branch: main
 
-    and the ref is this version's release tag, ``v`` + the version in ``pyproject.toml`` beside
-    ``book/`` (:func:`release_ref`): the tag the release workflow (``.github/workflows/release.yml``)
-    checks and publishes. Without a pyproject, the branch.
+    ``branch`` is the course's ref (:func:`course_ref`): the same one Colab opens the notebook from
+    (:func:`colab_link`, and Jupyter Book's launch button), so a notebook and the library it installs
+    always come from one version: ``main`` on main; a release commit sets it to its tag (``v`` + the
+    version in pyproject.toml, :func:`release_ref`), which the release workflow checks.
 
     Raises:
         AuthoringError: the file is missing, or has no ``repository: url:`` or ``branch:``.
     """
     values = _book_config(config_path)
-    root = Path(config_path).resolve().parent.parent
-    return SETUP_TEMPLATE.format(url=values["url"], ref=release_ref(root) or values["branch"],
-                                 jax=tested_jax(root))
+    return SETUP_TEMPLATE.format(url=values["url"], ref=values["branch"])
+
+
+def course_ref(config_path="book/_config.yml") -> str:
+    """The git ref (branch or tag) of this version of the course, ``repository: branch:`` in the book's
+    configuration: what Colab opens a notebook from and what the notebook's setup cell installs."""
+    return _book_config(config_path)["branch"]
+
+
+def pages_url(config_path="book/_config.yml") -> str:
+    """Where GitHub Pages publishes the site of the repository in `config_path` (``repository: url:``,
+    the one place it is kept): ``https://github.com/OWNER/REPO`` is served at ``https://owner.github.io/REPO/``."""
+    url = _book_config(config_path)["url"]
+    match = re.fullmatch(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?", url)
+    if not match:
+        raise AuthoringError(f"{config_path}: `repository: url:` must be a GitHub repository "
+                             f"(https://github.com/OWNER/REPO) to derive its Pages address, got {url!r}")
+    owner, name = match.groups()
+    return f"https://{owner.lower()}.github.io/{name}/"
 
 
 def release_ref(root=".") -> str | None:
     """The git tag of this version of the course, ``v<version>`` from `root`'s pyproject.toml
-    (None without one): what the Colab setup cell installs and the release workflow publishes."""
+    (None without one): the tag the release workflow publishes, whose commit's course ref
+    (:func:`course_ref`) must be that tag."""
     import tomllib
 
     path = Path(root) / "pyproject.toml"
@@ -511,31 +541,24 @@ def release_ref(root=".") -> str | None:
     return f"v{version}" if version else None
 
 
-#: The JAX releases the course is tested with when neither pin is found.
+#: The JAX releases the course is tested with when pyproject.toml gives none.
 DEFAULT_JAX = "jax>=0.7"
 
 
 def tested_jax(root=".") -> str:
-    """JAX's tested range as a pip requirement: from the notebooks extra's lower bound (pyproject.toml)
-    up to, not including, the minor release after the one requirements.txt pins (the one CI runs):
-    ``jax>=0.7,<0.11`` for ``jax>=0.7`` and ``jax==0.10.2``."""
+    """JAX's tested range as a pip requirement: the notebooks extra's (pyproject.toml), e.g.
+    ``jax>=0.10.2,<0.11``, which the setup cell installs and the local extra includes. CI tests its
+    lowest release and the one requirements.txt pins, the highest (tests/test_workflows.py)."""
     import tomllib
 
-    root = Path(root)
-    lower = None
-    pyproject = root / "pyproject.toml"
+    pyproject = Path(root) / "pyproject.toml"
     if pyproject.is_file():
         extras = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get(
             "optional-dependencies", {})
-        lower = next((re.sub(r"\s+", "", r) for r in extras.get("notebooks", [])
-                      if re.match(r"jax\s*>=", r)), None)
-    pinned = None
-    requirements = root / "requirements.txt"
-    if requirements.is_file():
-        match = re.search(r"^jax==(\d+)\.(\d+)", requirements.read_text(encoding="utf-8"), re.MULTILINE)
-        pinned = (int(match.group(1)), int(match.group(2))) if match else None
-    spec = lower or DEFAULT_JAX
-    return f"{spec},<{pinned[0]}.{pinned[1] + 1}" if pinned else spec
+        for requirement in extras.get("notebooks", []):
+            if re.match(r"jax\s*[<>=!~]", requirement):
+                return re.sub(r"\s+", "", requirement)
+    return DEFAULT_JAX
 
 
 #: The line that opens a chapter notebook in Colab; the last line of its first Markdown cell.

@@ -36,6 +36,7 @@ Course machinery, not part of the library: no scalelib module imports this one.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as _dt
 import functools
 import http.server
@@ -53,6 +54,12 @@ from typing import Any, Iterator
 
 from .._errors import ScalelibError
 
+#: Pages printed in smaller type: the API reference, a reference appendix (the toc puts it near the end).
+COMPACT_PAGES = ("book/api",)
+#: A sheet whose content ends above this share of its text area counts as almost blank.
+NEAR_BLANK = 0.2
+#: The most times the PDF is printed while pages are rearranged to leave no sheet almost blank.
+MAX_PRINTS = 4
 #: The PDF's file name, in ``<build>/pdf/`` and in the built site (book/intro.md links to it there).
 PDF_NAME = "how-to-scale-your-model.pdf"
 #: Paper sizes Chromium prints on: (width, height) in inches.
@@ -234,8 +241,21 @@ PRINT_CSS = """
      folded content is printed open without its "Show/Hide" summary, an animation shows its frames */
   details.hide.above-input, details.hide.below-input > summary, details.hide > summary,
   summary.toggle-details__summary, .course-play-prompt { display: none !important; }
-  /* A wrapped output line continues indented under its start (lines marked by _PREPARE) */
-  .cell_output pre .pdf-line { display: block; }
+  /* A wrapped line of code or output continues indented under its start (lines marked by _PREPARE) */
+  pre .pdf-line { display: block; }
+  /* A page of the toc that follows the end of the previous one on its last sheet (see build_pdf) */
+  .pdf-page-follows { break-before: auto !important; margin-top: 2.5em; padding-top: 1.2em;
+    border-top: 1px solid #999; }
+  /* A page whose last lines would spill alone onto a sheet before a new part (see build_pdf) */
+  .pdf-tight { font-size: 0.94em; }
+  .pdf-tight p, .pdf-tight li { margin-bottom: 0.5em; }
+  /* The API reference, an appendix: smaller type, tighter entries */
+  .pdf-compact { font-size: 0.8em; }
+  .pdf-compact dl, .pdf-compact dd, .pdf-compact p, .pdf-compact div.highlight, .pdf-compact pre {
+    margin-top: 0.25em !important; margin-bottom: 0.35em !important; }
+  .pdf-compact pre { padding: 0.3em 0.5em !important; }
+  .pdf-compact h1 { font-size: 2em; }
+  .pdf-compact h2, .pdf-compact h3 { font-size: 1.3em; margin-top: 0.8em; }
   /* Tables fit the column: smaller type */
   .cell_output table, .bd-article table.table { font-size: 0.85em; }
   .bd-page-width, .bd-container, .bd-container__inner, .bd-main, .bd-content, .bd-article-container,
@@ -314,7 +334,9 @@ for (const part of parts) {
     if (!first) { docs[name] = {title: null, sections: []}; continue; }
     // The marker moves into the page's first element, on the sheet that element starts; left
     // before it, it would end the previous sheet, and so would its destination in the PDF.
-    first.classList.add('pdf-page-start');
+    first.classList.add(front.follows.includes(name) ? 'pdf-page-follows' : 'pdf-page-start');
+    if (front.compact.includes(name)) { first.classList.add('pdf-compact'); }
+    if (front.tighten.includes(name)) { first.classList.add('pdf-tight'); }
     first.insertBefore(start, first.firstChild);
     const heading = first.matches('h1,h2,h3') ? first : first.querySelector('h1, h2, h3');
     docs[name] = {title: headingText(heading), sections: first.matches('section') ? sections(first, 2) : []};
@@ -362,6 +384,37 @@ article.insertBefore(title, article.firstChild);
 document.querySelectorAll('details').forEach(d => { d.open = true; });
 document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
 document.querySelectorAll('img[loading="lazy"]').forEach(img => { img.loading = 'eager'; });
+// No "Open in Colab" on paper: the link goes, and its paragraph when nothing else is in it.
+article.querySelectorAll('a[href*="colab.research.google.com"]').forEach(a => {
+  const p = a.closest('p'); a.remove();
+  if (p && !p.textContent.replace(/[\s·|]/g, '')) { p.remove(); }
+});
+// Each line of code (a cell's input, an example) becomes a block of its own, its highlighting
+// kept, so that a line too long for the paper wraps with its continuation indented.
+article.querySelectorAll('div.highlight pre').forEach(pre => {
+  if (pre.closest('.cell_output')) { return; }
+  const lines = [[]];
+  for (const node of Array.from(pre.childNodes)) {
+    node.textContent.split('\n').forEach((part, i) => {
+      if (i > 0) { lines.push([]); }
+      if (!part) { return; }
+      let piece;
+      if (node.nodeType === Node.TEXT_NODE) { piece = document.createTextNode(part); }
+      else { piece = node.cloneNode(false); piece.textContent = part; }
+      lines[lines.length - 1].push(piece);
+    });
+  }
+  if (lines.length > 1 && !lines[lines.length - 1].length) { lines.pop(); }
+  pre.textContent = '';
+  for (const parts of lines) {
+    const text = parts.map(p => p.textContent).join('');
+    const lead = text.length - text.trimStart().length;
+    const span = document.createElement('span'); span.className = 'pdf-line';
+    span.style.paddingLeft = `calc(${lead}ch + 2em)`; span.style.textIndent = `calc(-${lead}ch - 2em)`;
+    if (parts.length) { parts.forEach(p => span.appendChild(p)); } else { span.textContent = '\u200b'; }
+    pre.appendChild(span);
+  }
+});
 // Each line of a plain output becomes a block of its own, so that a line too long for the paper
 // wraps with its continuation indented (PRINT_CSS) rather than back at the left margin.
 // The continuation sits 2em in from where its line's own text starts (after its leading spaces).
@@ -465,6 +518,10 @@ def _chromium(user_data_dir: str):
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(300)
     driver.set_script_timeout(300)
+    # Printing 600 pages takes minutes on a busy machine: more than selenium's 120 s per command.
+    client = getattr(driver.command_executor, "_client_config", None)
+    if client is not None:
+        client.timeout = 1200
     return driver
 
 
@@ -477,6 +534,14 @@ class Front:
     date: _dt.date
     repository: str
     author: str = ""
+    #: Pages of the toc printed in smaller type (the API reference, an appendix).
+    compact: tuple[str, ...] = ()
+    #: Pages of the toc that start below the end of the previous page, on its last sheet, instead of
+    #: on a new sheet: that end alone would have left a sheet almost blank (build_pdf finds them).
+    follows: tuple[str, ...] = ()
+    #: Pages of the toc printed a little tighter (smaller type) so that their end does not spill alone
+    #: onto a sheet before a part that starts a sheet of its own.
+    tighten: tuple[str, ...] = ()
 
     def as_js(self) -> dict:
         lines = []
@@ -485,7 +550,9 @@ class Front:
         lines.append({"text": f"Built on {self.date.day} {self.date:%B %Y}"})
         if self.repository:
             lines.append({"label": "Source: ", "text": self.repository, "href": self.repository})
-        return {"title": self.title, "subtitle": self.subtitle, "lines": lines, "css": PRINT_CSS}
+        return {"title": self.title, "subtitle": self.subtitle, "lines": lines, "css": PRINT_CSS,
+                "compact": list(self.compact), "follows": list(self.follows),
+                "tighten": list(self.tighten)}
 
 
 def front_matter(parts: list[Part], config: dict, date: _dt.date | None = None) -> Front:
@@ -496,8 +563,9 @@ def front_matter(parts: list[Part], config: dict, date: _dt.date | None = None) 
                 f"their exercises{' and solutions' if with_solutions else ''}, and the reference pages. "
                 "A runnable companion to How to Scale Your Model (Austin et al., Google DeepMind, 2025).")
     repository = (config.get("repository") or {}).get("url") or ""
+    compact = tuple(name for p in parts for name in p.docnames if name in COMPACT_PAGES)
     return Front(title=str(config.get("title") or "Course"), subtitle=subtitle, date=date or build_date(),
-                 repository=str(repository).rstrip("/"), author=str(config.get("author") or ""))
+                 repository=str(repository).rstrip("/"), author=str(config.get("author") or ""), compact=compact)
 
 
 @dataclass
@@ -559,6 +627,52 @@ def print_page(html_path, parts: list[Part], front: Front, *, paper: str = "A4")
                    broken_images=loaded["broken"], scaled=scaled, seconds=seconds)
 
 
+def sheet_fill(pdf_bytes: bytes, *, paper: str = "A4") -> list[float]:
+    """For each sheet of the PDF, how far down its text area the content reaches: 0 for none, 1 for the
+    bottom. Content is text and images (read by PDFium); the page number in the bottom margin is not."""
+    import pypdfium2
+    import pypdfium2.raw as pdfium_c
+
+    top_margin, bottom_margin = MARGINS[0] * 72, MARGINS[1] * 72
+    document = pypdfium2.PdfDocument(pdf_bytes)
+    fills = []
+    try:
+        for index in range(len(document)):
+            sheet = document[index]
+            height = sheet.get_height()
+            top, bottom = height - top_margin, bottom_margin
+            lowest = None
+            text = sheet.get_textpage()
+            boxes = [text.get_rect(i) for i in range(text.count_rects())]
+            boxes += [obj.get_bounds() for obj in sheet.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE])]
+            for left, low, right, high in boxes:
+                if high > bottom + 1 and high - low > 0.5:
+                    lowest = low if lowest is None else min(lowest, low)
+            fills.append(0.0 if lowest is None else max(0.0, min(1.0, (top - max(lowest, bottom)) / (top - bottom))))
+    finally:
+        document.close()
+    return fills
+
+
+def orphaned_ends(pdf_bytes: bytes, parts: list[Part], *, paper: str = "A4") -> list[str]:
+    """The pages of the toc (after the first) whose previous page ends alone on an almost blank sheet
+    (content in less than :data:`NEAR_BLANK` of it) just before them: printed to follow that end."""
+    import io
+    import logging
+
+    from pypdf import PdfReader
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    starts = {name: page for name, (page, _top) in _destinations(PdfReader(io.BytesIO(pdf_bytes))).items()
+              if name.startswith("document-")}
+    fills = sheet_fill(pdf_bytes, paper=paper)
+    names = [name for part in parts for name in part.docnames]
+    first = starts.get(ANCHOR.format(names[0]), 0)
+    return [name for name in names[1:]
+            if (page := starts.get(ANCHOR.format(name))) is not None and page - 1 >= first
+            and fills[page - 1] < NEAR_BLANK]
+
+
 # ---------------------------------------------------------------------------
 # Step 3: bookmarks
 
@@ -601,7 +715,8 @@ def bookmarks(reader, parts: list[Part], docs: dict[str, dict]) -> list[Bookmark
     order = sorted(set(starts.values())) + [len(reader.pages)]
 
     def sections(items: list[dict], first: int) -> list[Bookmark]:
-        last = next(page for page in order if page > first) - 1
+        # up to the sheet the next page of the toc starts on: it may share its first sheet with this end
+        last = next(page for page in order if page > first)
         marks = []
         for item in items:
             page, top = dests.get(item["anchor"], (None, None))
@@ -726,6 +841,23 @@ def build_pdf(*, toc="book/_toc.yml", config="book/_config.yml", build_dir="_bui
     front = front_matter(parts, book_config(config))
     printed = print_page(page, parts, front, paper=paper)
     seconds.update(printed.seconds)
+    # A page of the toc whose end would sit alone near the top of a sheet (a last check's "not attempted"
+    # line pushed over) is followed on that sheet by the next page; or, when the next one starts a part
+    # (a chapter starts a sheet), is printed a little tighter. Printed again so, until no sheet is left
+    # almost blank that way (each change moves what comes after it: at most MAX_PRINTS prints).
+    part_starts = {part.docnames[0] for part in parts}
+    names = [name for part in parts for name in part.docnames]
+    previous = dict(zip(names[1:], names[:-1]))
+    for attempt in range(2, MAX_PRINTS + 1):
+        orphans = orphaned_ends(printed.pdf, parts, paper=paper)
+        follows = {n for n in orphans if n not in part_starts} - set(front.follows)
+        tighten = {previous[n] for n in orphans if n in part_starts} - set(front.tighten)
+        if not follows and not tighten:
+            break
+        front = dataclasses.replace(front, follows=tuple(sorted({*front.follows, *follows})),
+                                    tighten=tuple(sorted({*front.tighten, *tighten})))
+        printed = print_page(page, parts, front, paper=paper)
+        seconds.update({f"{step} {attempt}": s for step, s in printed.seconds.items()})
     if printed.broken_images:
         raise PdfError(f"{len(printed.broken_images)} image(s) of the single page did not load: "
                        f"{printed.broken_images[:3]}")
