@@ -44,9 +44,14 @@ register(Exercise(
     title="Critical intensity of an H100 in fp8",
     reference=_h100_fp8_intensity,
     unit="FLOP/B",
+    involves={"peak"},
     mistakes={
         slip(critical_intensity("h100", dtype="bf16"), critical_intensity("h100", dtype="fp8")):
             "that is the bf16 critical intensity; the fp8 rate is about twice the bf16 one",
+        # NVIDIA's data sheet also quotes each rate "with sparsity" (2:4 structured sparsity), twice the dense one
+        slip(2 * critical_intensity("h100", dtype="fp8"), critical_intensity("h100", dtype="fp8")):
+            "that uses the rate quoted with 2:4 structured sparsity, twice the dense one; a dense matmul runs at "
+            "the dense fp8 rate",
     },
 ))
 
@@ -140,7 +145,7 @@ register(Exercise(
     reference=lambda: define(explain(matmul_roofline, *_1_4_ARGS),
                              {"C": "TPU v5e's peak bf16 rate", "W": "its HBM bandwidth"}),
     unit="s",
-    involves={"dtype", "flops"},
+    involves={"dtype"},
     mistakes={
         slip(_1_4.t_math_s, _1_4.t_lower_s):
             "you gave T_math; at this batch moving the bytes from HBM takes longer than the arithmetic, "
@@ -321,6 +326,7 @@ register(Exercise(
     title="Critical intensity of a TPU v5p's vector unit",
     reference=_vpu_intensity,
     unit="FLOP/B",
+    involves=frozenset(),
     mistakes={
         slip(critical_intensity("tpu-v5p"), vector_critical_intensity("tpu-v5p", per="core")):
             "that is the critical intensity of the matrix units (the MXUs' bf16 rate over W); "
@@ -355,7 +361,7 @@ register(Exercise(
     reference=lambda: define(_int8_bounds_of(), {"C": "TPU v5e's peak int8 rate (int8_ops_per_s)",
                                                  "W": "its HBM bandwidth"}),
     unit="s",
-    involves={"dtype", "flops"},
+    involves=frozenset(),
     mistakes={
         slip(_int8_bounds_of(compute="bf16"), _int8_bounds_of()):
             "you used the bf16 rate for C; int8 arithmetic runs at the int8 rate, about twice as fast",
@@ -442,7 +448,7 @@ register(Exercise(
                              {"C": "the H100's peak bf16 rate", "W": "its HBM bandwidth",
                               "efficiency": "the share of the peak the kernels reach"}),
     unit="s",
-    involves={"dtype", "flops"},
+    involves={"flops", "peak"},
     mistakes={
         slip(_realistic_time(1.0), _realistic_time()):
             "that is the time at the data-sheet peak; reaching only 85% of it, the arithmetic takes 1 / 0.85 as long",

@@ -745,6 +745,7 @@ register(Exercise(
     title="Bytes per link on a one-way ring: AllGather against AllToAll",
     reference=lambda: _q10_reference(False),
     unit="B",
+    involves=frozenset(),
     mistakes={
         slip(_q10(False, alltoall_as_gather=True), _q10(False)):
             "in an AllToAll each block goes only as far as its own destination, not round the whole ring "
@@ -761,6 +762,7 @@ register(Exercise(
     title="Bytes per link on a bidirectional ring",
     reference=lambda: _q10_reference(True),
     unit="B",
+    involves=frozenset(),
     mistakes={
         slip(_q10_one_way_on(_Q10["bidirectional_ring"]), _q10(True)):
             "those are the one-way loads; with links in both directions each link carries less",

@@ -302,6 +302,7 @@ register(Exercise(
     title="Attention's intensity while LLaMA-3.1-405B verifies drafted tokens (warm-up)",
     reference=_decode_intensity,
     unit="FLOP/B",
+    involves={"dtype"},
     mistakes={
         slip(_decode_intensity(G=1), _decode_intensity()):
             "that is multi-head attention's; LLaMA-3.1-405B shares each key/value head among several query "
@@ -311,6 +312,9 @@ register(Exercise(
         slip(_decode_intensity(T=1), _decode_intensity()):
             "that is the intensity for one new token; here several drafted tokens per sequence are checked in "
             "the same pass, and each K and V value read serves all of them",
+        slip(_decode_intensity().value / 2, _decode_intensity()):
+            "a factor of 2: either the FLOPs were halved for a causal mask (the question counts every drafted "
+            "query against every cached key), or the bytes were counted as f32 values (bf16 takes half as many)",
     },
     book=("Q4",),
 ))
@@ -430,6 +434,9 @@ register(Exercise(
             "you used the key/value heads; attention's products run over every query head",
         slip(_recomputed(L=1), _recomputed()):
             "that is one layer's; every layer recomputes its own attention",
+        slip(_recomputed().value / 2, _recomputed()):
+            "a factor of 2: either the causal mask was taken to halve the products (the book counts the full "
+            "T×T scores: the matmuls run over every entry, masked or not), or a multiply-add was counted as 1 FLOP",
     },
     book=("Q6",),
 ))
@@ -576,7 +583,8 @@ register(Exercise(
             "that is a dense matmul's critical batch; each expert sees only its share of the tokens, so the "
             "whole batch must be larger",
         slip(_moe_batch(weight_dtype="bf16"), _moe_batch()):
-            "the weights are int8: each byte loaded serves more FLOPs than a bf16 weight's byte",
+            "either the weights were counted as bf16 (they are int8: each byte loaded serves twice the FLOPs), "
+            "or each expert was given 1/E of the tokens (each token goes to k experts: an expert sees k/E of them)",
         slip(_moe_batch(chip="tpu-v5e"), _moe_batch()):
             "the question is about a TPU v5p: use its peak FLOP/s and HBM bandwidth",
     },

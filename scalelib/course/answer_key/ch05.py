@@ -240,7 +240,7 @@ register(Exercise(
     title="Gemma 2 27B's step time at 40% MFU on 4096 v5p chips",
     reference=_step,
     unit="s",
-    involves=frozenset({"dtype", "flops"}),
+    involves={"flops", "peak"},
     mistakes={
         slip(_step(per_param_token=2), _step()):
             "that counts the forward pass only; a training step is a forward and a backward",

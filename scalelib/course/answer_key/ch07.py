@@ -100,9 +100,11 @@ register(Exercise(
     unit="s",
     mistakes={
         slip(_all_overlapped(256), _pop_quiz(256)):
-            "that reads every byte at full bandwidth with all the arithmetic hidden under it; in the question's "
-            "model the cache reads add to the matmuls' time, and at this batch the matmuls take longer on their "
-            "FLOPs than on their weight reads",
+            # the int8 peak gives nearly the same step (the matmuls' FLOPs halved, just above the weight read)
+            "either that reads every byte at full bandwidth with all the arithmetic hidden under it (in the "
+            "question's model the cache reads add to the matmuls' time, and at this batch the matmuls take longer "
+            "on their FLOPs than on their weight reads), or the matmuls ran at the int8 peak (the weights are int8, "
+            "the arithmetic is bf16)",
         slip(_pop_quiz(256, kv_bytes_per_token=0.0), _pop_quiz(256)):
             "the KV caches are still read every step, whatever the matmuls do: 256 sequences of 8192 tokens",
     },
@@ -374,9 +376,12 @@ register(Exercise(
     title="The batch below which model-parallel gathers are latency-bound",
     reference=_latency_batch,
     unit="tokens",
+    # "below what batch": the bound itself (within 1%), or the largest whole batch below it
+    accept=(math.floor(_latency_batch().value), _latency_batch().value * 1.01),
     mistakes={
         slip(_latency_batch(1.0), _latency_batch()):
-            "the activations are bf16 here, not int8: check the bytes per value",
+            "a factor of 2: either the activations were taken as int8 (they are bf16: check the bytes per value), "
+            "or the gather was charged n hops (a ring's shards go both ways round: n/2 hops, as the question says)",
         slip(_latency_batch(one_way=True), _latency_batch()):
             "a ring gather sends shards both ways round: use a link's bandwidth in both directions",
         slip(_latency_batch(per="shard"), _latency_batch()):
@@ -403,6 +408,15 @@ def _speculative(k: int | None = None) -> Derivation:
     return replace(d, steps=steps, where=d.where + (f"k = {k} gives the lowest time per token of k = 1 to 8",))
 
 
+def _tokens_per_check(k: int) -> float:
+    """The tokens a checking step yields on average with k drafted: 1 + a + ... + a^k."""
+    a = SPEC["acceptance"]
+    return (1 - a ** (k + 1)) / (1 - a)
+
+
+_WITHOUT_OWN_TOKEN = ("the tokens a checking step yields count the large model's own token too: with k drafted, up to "
+                      "k + 1 come out of one step")
+
 register(Exercise(
     id="7.13",
     title="Time per token with a drafter, at the best k",
@@ -412,10 +426,14 @@ register(Exercise(
         slip(_speculative(0), _speculative()):
             "that is plain decoding; with a drafter each checking step yields (1 − a^(k+1)) / (1 − a) tokens",
         slip(_speculative(4), _speculative()):
-            "that k is the best for a single sequence; at this batch the checking step's k + 1 tokens per sequence "
-            "soon push the matmuls past the critical batch, where extra positions stop being free",
+            # k = 2 with the large model's own token left out of each checking step's yield gives nearly the same
+            "either that k is the best for a single sequence (at this batch the checking step's k + 1 tokens per "
+            "sequence soon push the matmuls past the critical batch, where extra positions stop being free), or "
+            "a step's yield left out the large model's own token (up to k + 1 tokens come out of each check)",
         slip(_speculative(8), _speculative()):
             "the most drafted tokens is not the fastest here: try every k from 1 to 8 and keep the lowest time",
+        slip(min(_speculative(k).value * _tokens_per_check(k) / _tokens_per_check(k - 1) for k in KS), _speculative()):
+            _WITHOUT_OWN_TOKEN,
     },
 ))
 

@@ -445,7 +445,8 @@ register(Exercise(
     integer=True,
     mistakes={
         slip(_mp_batch("bf16"), _mp_batch()):
-            "the weights are int8 here: each shard reads fewer bytes, so the ICI time catches up with it sooner",
+            "a factor of 2 in the bytes: either the weights were taken as bf16 (they are int8: each shard reads "
+            "fewer bytes, so the ICI time catches up with it sooner), or the activations as int8 (they are bf16)",
         slip(_mp_batch(axes="Y"), _mp_batch()):
             "a chip moves activations over both axes of the slice at once: add the two axes' bandwidths",
         slip(_mp_batch(axes="X"), _mp_batch()):
