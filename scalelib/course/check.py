@@ -304,7 +304,9 @@ def register(exercise: Exercise) -> Exercise:
 def _whole(values) -> bool:
     """True where `values` are whole numbers (up to the last bits of floating point)."""
     values = np.asarray(values, dtype=float)
-    return bool(np.all(np.isfinite(values) & (np.abs(values - np.round(values)) <= 1e-9 * np.maximum(1, np.abs(values)))))
+    # the last bits of a float64 computation: a few dozen units in the last place, never half a unit of the count
+    slack = np.maximum(1e-9, 64 * np.finfo(float).eps * np.abs(values))
+    return bool(np.all(np.isfinite(values) & (np.abs(values - np.round(values)) <= slack)))
 
 
 def _accept_ranges(accept, n: int | None) -> list[tuple[float, float]]:

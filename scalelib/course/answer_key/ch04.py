@@ -59,7 +59,10 @@ register(Exercise(
     title="Parameters of the book's 64-layer model",
     reference=lambda: _letters(explain(params, Q1_MODEL)),
     unit="params",
+    integer=True,  # a count is exact: one shared embedding table (0.75% fewer) is refused, not credited
     mistakes={
+        slip(params(replace(Q1_MODEL, tied_embeddings=True)), params(Q1_MODEL)):
+            "the question says the input embedding and the output layer are separate tables: count both",
         slip(params(replace(Q1_MODEL, gated=False)), params(Q1_MODEL)):
             "you counted two MLP matrices per layer; a gated MLP has three (two going in, one going out)",
     },
@@ -495,31 +498,42 @@ MIXTRAL_8X22B = ModelSpec(name="mixtral-8x22b", source="mistralai/Mixtral-8x22B-
                           published_params=141e9, published_active_params=39e9)
 
 
-def _mixtral_share(**changes) -> float:
+def _mixtral_counts(**changes) -> np.ndarray:
     spec = replace(MIXTRAL_8X22B, **changes)
-    return params(spec, active=True) / params(spec)
+    used = params(spec, active=True)
+    return np.array([used, params(spec) - used], dtype=float)
 
 
 def _mixtral_active() -> Derivation:
-    """Reference for 4.13: the parameters a token uses over all of them."""
+    """Reference for 4.13: the parameters a token uses, and those it leaves unused (each counted exactly)."""
     used = replace(explain(params, MIXTRAL_8X22B, active=True), symbol="P_used")
     total = replace(explain(params, MIXTRAL_8X22B), symbol="P")
-    share = Derivation("share used", "P_used / P", f"{q(used.value)} / {q(total.value)}", used.value / total.value,
-                       "", (used, total))
-    return _letters(share)
+    both = Derivation("answer", "[P_used, P − P_used]", f"[{q(used.value)}, {q(total.value)} − {q(used.value)}]",
+                      np.array([used.value, total.value - used.value]), "params", (used, total),
+                      where=(f"share used: P_used / P = {used.value / total.value:.1%}",))
+    return _letters(both)
 
+
+_4_13_ROUTERS = MIXTRAL_8X22B.L * MIXTRAL_8X22B.D * MIXTRAL_8X22B.E  # a D x E router per layer
+_4_13_NORMS = (2 * MIXTRAL_8X22B.L + 1) * MIXTRAL_8X22B.D            # two norms per layer and the final one
 
 register(Exercise(
     id="4.13",
-    title="The share of Mixtral 8x22B's parameters a token uses",
+    title="The parameters of Mixtral 8x22B a token uses, and those it leaves unused",
     reference=_mixtral_active,
-    unit="",
+    unit="params",
+    integer=True,  # counted exactly, so the router and the norms (0.01% of the counts) show
     mistakes={
-        slip(MIXTRAL_8X22B.k / MIXTRAL_8X22B.E, _mixtral_share()):
-            "that is the share of the experts a token uses; attention, the router, the norms and the embeddings "
-            "serve every token, so the share of all parameters is larger",
-        slip(_mixtral_share(gated=False), _mixtral_share()):
+        slip([MIXTRAL_8X22B.k / MIXTRAL_8X22B.E * _mixtral_counts().sum(),
+              (1 - MIXTRAL_8X22B.k / MIXTRAL_8X22B.E) * _mixtral_counts().sum()], _mixtral_counts()):
+            "that is the share of the experts a token uses, applied to every parameter; attention, the router, "
+            "the norms and the embeddings serve every token",
+        slip(_mixtral_counts(gated=False), _mixtral_counts()):
             "each expert is a gated MLP of three matrices, not two",
+        slip(_mixtral_counts() - [_4_13_ROUTERS, 0], _mixtral_counts()):
+            "the router is a matrix too, of D x E in every layer, and every token goes through it",
+        slip(_mixtral_counts() - [_4_13_NORMS, 0], _mixtral_counts()):
+            "the norms hold parameters too: D values each, two per layer and a final one",
     },
 ))
 
