@@ -585,3 +585,174 @@ if __name__ == "__main__":  # what each sweep finds now, to update the PENDING l
             for eid in _ids(chapter):
                 if found := find(eid):
                     print(f"    {eid!r}: {found!r},")
+
+
+# -----------------------------------------------------------------------------------------------------
+# sweep 4: the slips a learner made (issue 29), each computed from the question's own figures by the wrong
+# method: each brings up its own slip's hint and no other (one hint, no "Or:" list), or, where no slip of the
+# exercise gives it, none at all
+
+
+def _7_12_n_hops():
+    v5e = sl.chip("tpu-v5e")
+    return 1e-6 * 16 * (2 * v5e.ici_link_bytes_per_s_one_way) / (16384 * 2)  # n hops, not n/2
+
+
+def _7_13_without_own_token():
+    v5e_4x4 = sl.tpu_slice((4, 4), "tpu-v5e")
+    kw = dict(batch=32, context=4096, weight_dtype="int8")
+    a = 0.6
+
+    def per_token(k):
+        draft = sl.generate_step_time_s("llama-3-8b", v5e_4x4, **kw)
+        check = sl.generate_step_time_s("llama-3-70b", v5e_4x4, tokens_per_step=k + 1, **kw)
+        return (k * draft + check) / ((1 - a ** k) / (1 - a))  # the large model's own token left out
+    return min(per_token(k) for k in range(1, 9))
+
+
+def _7_2_int8_peak():
+    v5e = sl.chip("tpu-v5e")
+    P, kv_per_token, S, chips, B = 30e9, 100e3, 8192, 16, 256
+    kv_time = B * S * kv_per_token / (chips * v5e.hbm_bytes_per_s)
+    return kv_time + max(2 * B * P / (chips * v5e.int8_ops_per_s), P / (chips * v5e.hbm_bytes_per_s))
+
+
+def _8_13_int8_activations():
+    m, v6e = sl.model("llama-3-70b"), sl.chip("tpu-v6e")
+    topo = sl.tpu_slice((8, 16), "tpu-v6e")
+    ici = topo.axis_bytes_per_s("X") + topo.axis_bytes_per_s("Y")
+    return int(1 * m.F * ici // (1 * 128 * v6e.hbm_bytes_per_s))
+
+
+def _6_4_chips(chips):
+    v5p = sl.chip("tpu-v5p")
+    return 6 * sl.params(sl.model("llama-3-8b")) * 15e12 / (chips * v5p.bf16_flops_per_s * 0.4) / 86400
+
+
+def _ref(eid):
+    return np.asarray(_reference(get_exercise(eid)), dtype=float)
+
+
+def _fn_ref(eid):
+    reference = get_exercise(eid).reference()
+    return lambda **case: np.asarray(_value(reference(**case)), dtype=float)
+
+
+#: (exercise, the slip, a function giving the wrong answer, a fragment of its own hint, or None for no hint)
+LEARNER_SLIPS = [
+    ("1.1", "the sparse rate", lambda: 2 * sl.chip("h100").peak_flops_per_s(dtype="fp8") / sl.chip("h100").hbm_bytes_per_s,
+     "2:4 structured sparsity"),
+    ("1.1", "the bf16 rate", lambda: sl.chip("h100").bf16_flops_per_s / sl.chip("h100").hbm_bytes_per_s,
+     "bf16 critical intensity"),
+    ("1.2", "bytes_per_value ignored (2 taken)",
+     lambda: lambda B, D, F, bytes_per_value: 2 * B * D * F / (2 * (B * D + D * F + B * F)), None),
+    ("1.4", "4 bytes per value", lambda: 2 * _ref("1.4"), "bytes per value"),
+    ("1.5", "B·D·F FLOPs and 1 byte per value",
+     lambda: lambda B, D, F, C, W: max(B * D * F / C, (B * D + D * F + B * F) / W), "2·B·D·F"),
+    ("1.12", "half the VPU rate", lambda: _ref("1.12") / 2, None),
+    ("2.2", "twice the bf16 rate (sparse or int8)", lambda: 2 * 256 * sl.chip("tpu-v6e").bf16_flops_per_s,
+     "twice the dense bf16 rate"),
+    ("2.9", "a host of 4 chips", lambda: 8e9 * 2 / 4 / sl.chip("tpu-v5e").pcie_bytes_per_s, "host_shape"),
+    ("3.2", "bf16 for int8", lambda: list(2 * _ref("3.2")), "the array is int8"),
+    ("3.16", "the AllToAll's one-way share halved", lambda: [_ref("3.16")[0], 2 * _ref("3.16")[1]], None),
+    ("4.6", "a function doubled", lambda: (lambda f: lambda **c: 2 * f(**c))(_fn_ref("4.6")), None),
+    ("4.8", "the causal half", lambda: _ref("4.8") / 2, "causal mask"),
+    ("4.11", "the causal half", lambda: _ref("4.11") / 2, "causal mask"),
+    ("4.15", "E instead of E/k", lambda: sl.chip("tpu-v5p").bf16_flops_per_s / sl.chip("tpu-v5p").hbm_bytes_per_s / 2
+     * sl.model("mixtral-8x7b").E, "k/E"),
+    ("6.4", "4096 chips", lambda: _6_4_chips(4096), "twice the chips"),
+    ("6.4", "the int8 peak", lambda: _6_4_chips(2048) * sl.chip("tpu-v5p").bf16_flops_per_s
+     / sl.chip("tpu-v5p").int8_ops_per_s, "int8 peak"),
+    ("7.2", "the int8 peak", _7_2_int8_peak, "int8 peak"),
+    ("7.12", "n hops instead of n/2", _7_12_n_hops, "n hops"),
+    ("7.13", "the large model's own token left out", _7_13_without_own_token, "own token"),
+    ("8.13", "int8 activations", _8_13_int8_activations, "activations as int8"),
+    ("9.4", "the causal half", lambda: [_ref("9.4")[0], _ref("9.4")[1] / 2], "causal mask"),
+    ("12.8", "f32 bytes", lambda: 2 * _ref("12.8"), "4 bytes per value"),
+    ("12.30", "a constant function", lambda: (lambda v: lambda **c: v)(
+        1000 * _fn_ref("12.30")(**get_exercise("12.30").cases[0])), None),
+    ("12.35", "the sparse (or fp8) peak", lambda: _ref("12.35") / 2, "2:4-sparsity"),
+]
+
+
+@pytest.mark.parametrize("eid, what, wrong, hint", LEARNER_SLIPS, ids=[f"{e} {w}" for e, w, _, _ in LEARNER_SLIPS])
+def test_a_learners_slip_brings_up_its_own_hint_and_no_other(eid, what, wrong, hint):
+    v = sl.verdict(eid, wrong())
+    assert v.status == "incorrect", v.message
+    if hint is None:
+        assert v.diagnosis is None and "Likely cause" not in v.message, v.message
+        return
+    assert v.diagnosis is not None and hint in v.diagnosis, v.message
+    assert ". Or: " not in v.diagnosis and v.message.count("Likely cause") == 1, v.message
+
+
+def test_a_generic_text_appears_only_where_its_quantity_is_involved():
+    flop, peak = "a multiply-add is 2 FLOPs", "peak FLOP/s"
+    for eid in ("1.1", "1.12", "2.2", "12.1", "4.6", "3.2", "3.3", "3.14", "4.17", "5.2", "5.3", "5.10", "6.6"):
+        exercise = get_exercise(eid)
+        texts = [s.text for s in generic_slips(exercise, _ref(eid) if exercise.kind == "number" else None)]
+        if "flops" not in _check.involved(exercise):
+            assert not any(flop in t for t in texts), eid
+        if "peak" not in _check.involved(exercise):
+            assert not any(peak in t for t in texts), eid  # a byte count's dtype hint names no FLOP rate
+
+
+def _7_6(K=8, hbm=16e9, weights_K=None, with_weights=True, S=80_000):
+    L, D, F, N, H, V = 64, 4096, 16384, 32, 256, 32128
+    weights = L * (3 * D * F + 2 * D * (N + (K if weights_K is None else weights_K)) * H) + D * V
+    return (16 * hbm - (weights if with_weights else 0)) // (2 * L * K * H * S)
+
+
+def _moe_counts(tables=1):
+    L, D, F, N, K, H, V, E, k = 64, 4096, 16384, 32, 8, 256, 32128, 16, 2
+    shared = L * 2 * D * (N + K) * H + L * D * E + tables * D * V  # the routers counted, the norms left out
+    return [shared + L * E * 3 * D * F, shared + L * k * 3 * D * F]
+
+
+def _mixtral(router=True, norms=True):
+    L, D, F, N, K, H, V, E, k = 56, 6144, 16384, 48, 8, 128, 32768, 8, 2
+    shared = 2 * D * (N + K) * H + (D * E if router else 0) + (2 * D if norms else 0)
+    used = L * (shared + k * 3 * D * F) + (D if norms else 0) + 2 * V * D
+    total = L * (shared + E * 3 * D * F) + (D if norms else 0) + 2 * V * D
+    return [used, total - used]
+
+
+def _book_q1(tables=2):
+    L, D, V = 64, 4096, 32000
+    F, N, H = 4 * D, 32, 128
+    return L * (3 * D * F + 2 * D * (N + N) * H + 2 * D) + D + tables * V * D
+
+
+#: (exercise, the wrong method, what it gives): each refused (issue 29's wrong methods credited before)
+WRONG_METHODS = [
+    ("7.6", "the weights ignored", lambda: _7_6(with_weights=False)),
+    ("7.6", "16 GiB chips", lambda: _7_6(hbm=16 * 2**30)),
+    ("7.7", "7.4's weights kept", lambda: _7_6(K=1, weights_K=8)),
+    ("7.7", "8 x 7.6's answer", lambda: 8 * _7_6()),
+    ("7.7", "the weights ignored", lambda: _7_6(K=1, with_weights=False)),
+    ("7.8", "two embedding tables", lambda: (64 * (3 * 4096 * 16384 + 2 * 4096 * 40 * 256) + 2 * 4096 * 32128)
+     / (16 * sl.chip("tpu-v5e").hbm_bytes_per_s)),
+    ("7.8", "no embedding table", lambda: 64 * (3 * 4096 * 16384 + 2 * 4096 * 40 * 256)
+     / (16 * sl.chip("tpu-v5e").hbm_bytes_per_s)),
+    ("7.9", "the shared table counted twice", lambda: _moe_counts(2)),
+    ("7.9", "the shared table left out", lambda: _moe_counts(0)),
+    ("7.14", "the shared table counted twice", lambda: 2 * _moe_counts(2)[1] * 4096),
+    ("7.14", "the shared table left out", lambda: 2 * _moe_counts(0)[1] * 4096),
+    ("4.1", "one shared embedding table", lambda: _book_q1(1)),
+    ("1.3", "the output's write left out", lambda: 2 * 1024 * 4096 * 16 / (1024 * 4096 + 1024 * 4096 * 16)),
+    ("4.13", "the router left out", lambda: _mixtral(router=False)),
+    ("4.13", "the norms left out", lambda: _mixtral(norms=False)),
+]
+
+
+@pytest.mark.parametrize("eid, what, wrong", WRONG_METHODS, ids=[f"{e} {w}" for e, w, _ in WRONG_METHODS])
+def test_a_wrong_method_is_refused(eid, what, wrong):
+    assert sl.verdict(eid, wrong()).status == "incorrect"
+
+
+def test_the_right_methods_of_the_tightened_exercises_are_credited():
+    assert sl.verdict("7.6", _7_6()).status == "correct" and sl.verdict("7.7", _7_6(K=1)).status == "correct"
+    assert sl.verdict("7.9", _moe_counts()).status == "correct"
+    assert sl.verdict("7.14", 2 * _moe_counts()[1] * 4096).status == "correct"
+    assert sl.verdict("4.1", _book_q1()).status == "correct" and sl.verdict("4.13", _mixtral()).status == "correct"
+    assert sl.verdict("1.3", 1.882).status == "correct"  # four significant figures, as the question asks
