@@ -672,6 +672,12 @@ LEARNER_SLIPS = [
     ("12.30", "a constant function", lambda: (lambda v: lambda **c: v)(
         1000 * _fn_ref("12.30")(**get_exercise("12.30").cases[0])), None),
     ("12.35", "the sparse (or fp8) peak", lambda: _ref("12.35") / 2, "2:4-sparsity"),
+    # conventions stated where graded: the exact ring formula is named, rounding up is named
+    ("3.7", "the exact ring formula", lambda: list(_ref("3.7") * [3 / 4, 15 / 16, 3 / 4]), "(n − 1)/n"),
+    ("3.10", "the exact ring formula", lambda: [_ref("3.10")[0], _ref("3.10")[1] * 7 / 8], "(n − 1)/n"),
+    ("3.12", "the exact ring formula", lambda: _ref("3.12") * 63 / 64, "(n − 1)/n"),
+    ("2.7", "rounded up", lambda: 5, "rounded up"),
+    ("8.15", "4096 tokens freed per sequence", lambda: 680, "everything its cache holds"),
 ]
 
 
@@ -756,3 +762,6 @@ def test_the_right_methods_of_the_tightened_exercises_are_credited():
     assert sl.verdict("7.14", 2 * _moe_counts()[1] * 4096).status == "correct"
     assert sl.verdict("4.1", _book_q1()).status == "correct" and sl.verdict("4.13", _mixtral()).status == "correct"
     assert sl.verdict("1.3", 1.882).status == "correct"  # four significant figures, as the question asks
+    assert sl.verdict("7.12", 21).status == "correct"  # "below what batch": the largest whole batch below
+    assert sl.verdict("7.12", _ref("7.12")).status == "correct" and sl.verdict("7.12", 20).status == "incorrect"
+    assert sl.verdict("2.7", 4).status == "correct"  # the ratio, 4.008, within 1%

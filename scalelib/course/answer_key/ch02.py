@@ -221,6 +221,8 @@ register(Exercise(
                                                  * chip("tpu-v5e").clock_ghz_boost * 1e9), _mxus_per_core()):
             "a factor of 2: each cell of the systolic array does one multiply and one add per cycle, "
             "2 FLOPs, so an n x n array does 2·n² FLOPs per cycle",
+        slip(math.ceil(_mxus_per_core().value), _mxus_per_core()):
+            "that is rounded up; the question asks for the ratio itself, unrounded",
     },
 ))
 

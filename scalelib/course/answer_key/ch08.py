@@ -509,6 +509,9 @@ register(Exercise(
                                           "generated",
         slip(_generate_batch() / ANSWER_TOKENS, _freed()):
             "that is sequences finished per step; each frees its whole cache",
+        slip(_generate_batch() / ANSWER_TOKENS * SHORT, _freed()):
+            "the batch is sized with caches of the prompt's length, but a sequence frees everything its cache holds "
+            "when it finishes, not the prompt's length",
     },
     book=("Text Q11",),
 ))
