@@ -53,6 +53,17 @@ def test_one_element_list_counts_as_a_number():
     assert sl.verdict("99.1", np.array([1000.0])).status == "correct"
 
 
+def test_the_distance_wording_follows_the_ratio():
+    from scalelib.course.check import _how_far
+
+    ratios = [1.005, 1.05, 1.5, 1.9999, 2.0, 5.0, 50.0]
+    words = [_how_far(r) for r in ratios]
+    order = ["less than a percent", "a few percent", "tens of percent", "twice to ten times", "orders of magnitude"]
+    ranks = [next(i for i, o in enumerate(order) if w.startswith(o)) for w in words]
+    assert ranks == sorted(ranks) and words[3] != words[4] and "twice to ten times" in words[4]
+    assert [_how_far(1 / r).replace("small", "large") for r in ratios[:3]] == words[:3]
+
+
 def _slip(factor, unit="B"):
     """The text of the common slip of `factor` named for an answer in `unit` (one declaring no `involves`)."""
     return next(slip.text for slip in COMMON_SLIPS if slip.factor in (factor, 1 / factor) and (
@@ -66,7 +77,7 @@ def test_common_slip_is_named_in_both_directions(factor, direction):
     v = sl.verdict("99.1", answer)
     assert v.status == "incorrect"
     assert v.diagnosis == _slip(factor)
-    assert f" is {'a few percent' if factor < 1.1 else 'several times' if factor < 10 else 'orders of magnitude'} " \
+    assert f" is {'a few percent' if factor < 1.1 else 'twice to ten times' if factor < 10 else 'orders of magnitude'} " \
            f"{direction}." in v.message
     assert v.message.endswith(f"\n   Likely cause: {v.diagnosis}.")
 
@@ -74,7 +85,7 @@ def test_common_slip_is_named_in_both_directions(factor, direction):
 def test_factor_8_message_in_full():
     v = sl.verdict("99.1", 8000)
     assert v.message == (
-        "❌ Exercise 99.1: not quite — your answer 8 kB is several times too large.\n"
+        "❌ Exercise 99.1: not quite — your answer 8 kB is twice to ten times too large.\n"
         "   Likely cause: a factor of 8: bits versus bytes (a byte is 8 bits)."
     )
     assert v.rel_error == 7.0
@@ -83,7 +94,7 @@ def test_factor_8_message_in_full():
 def test_ratio_matching_no_slip_gives_a_bucket_and_no_figure():
     v = sl.verdict("99.1", 3300)
     assert (v.status, v.diagnosis) == ("incorrect", None)
-    assert v.message == "❌ Exercise 99.1: not quite — your answer 3.3 kB is several times too large."
+    assert v.message == "❌ Exercise 99.1: not quite — your answer 3.3 kB is twice to ten times too large."
 
 
 def test_a_near_miss_says_which_way_and_roughly_how_far():
@@ -122,7 +133,7 @@ def test_integer_too_large_for_a_float_is_incorrect_not_an_error():
 def test_array_with_the_same_slip_everywhere_names_it_once():
     v = sl.verdict("99.2", [8, 16, 32])
     assert v.diagnosis is None  # no bits versus bytes for seconds
-    assert v.message == "❌ Exercise 99.2: not quite — your answer [8 s, 16 s, 32 s]: every value is several times too large."
+    assert v.message == "❌ Exercise 99.2: not quite — your answer [8 s, 16 s, 32 s]: every value is twice to ten times too large."
     v = sl.verdict("99.2", [1e-3, 2e-3, 4e-3])
     assert v.message == ("❌ Exercise 99.2: not quite — your answer [1 ms, 2 ms, 4 ms]: every value is orders of "
                          "magnitude too small.\n"
@@ -133,7 +144,7 @@ def test_array_is_judged_value_by_value():
     v = sl.verdict("99.2", [1, 2, 33])
     assert (v.status, v.diagnosis) == ("incorrect", None)
     assert v.message == ("❌ Exercise 99.2: not quite — your answer [1 s, 2 s, 33 s]: value 1 is right, value 2 is "
-                         "right, value 3 is several times too large.")
+                         "right, value 3 is twice to ten times too large.")
 
 
 def test_array_of_the_wrong_length_says_what_was_expected():
@@ -175,7 +186,7 @@ def test_function_wrong_on_one_case_names_that_case():
     # right on the first case, half on the second: no slip of the method gives that, so none is named
     v = sl.verdict("99.4", lambda B, D: 2 * B * D if B == 1 else B * D)
     assert v.status == "incorrect"
-    assert v.message == "❌ Exercise 99.4: not quite for B=3, D=4 — your answer 12 FLOP is several times too small."
+    assert v.message == "❌ Exercise 99.4: not quite for B=3, D=4 — your answer 12 FLOP is twice to ten times too small."
     assert v.diagnosis is None
 
 

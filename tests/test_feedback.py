@@ -244,7 +244,7 @@ def test_a_slip_that_makes_the_answer_too_small_is_not_named_for_one_too_large()
     too_small = sl.verdict("1.10", ref / 2)
     # the exercise's own slip, alone
     assert too_small.message.splitlines() == [
-        f"❌ Exercise 1.10: not quite — your answer {fmt(ref / 2, 's')} is several times too small.",
+        f"❌ Exercise 1.10: not quite — your answer {fmt(ref / 2, 's')} is twice to ten times too small.",
         "   Likely cause: a factor of 2: each partial sum crosses the link one way, at the one-way bandwidth "
         "(`ici_link_bytes_per_s_one_way`), not the bidirectional figure; and each bf16 value takes 2 bytes.",
     ]  # the common slips of the same value are not named: a registered one comes first
@@ -584,7 +584,7 @@ def test_a_list_slip_is_named_for_the_value_it_affects():
     bits = "a factor of 8: a node's egress is its eight 400 Gb/s NICs together, 400 GB/s; one NIC alone gives 50 GB/s"
     v = sl.verdict("12.13", [ref[0], 8 * ref[1]])
     assert v.message == (f"❌ Exercise 12.13: not quite — your answer {fmt(np.array([ref[0], 8 * ref[1]]), 'tokens')}: "
-                         f"value 1 is right, value 2 is several times too large.\n   Likely cause: {bits} "
+                         f"value 1 is right, value 2 is twice to ten times too large.\n   Likely cause: {bits} "
                          f"(bits versus bytes).")
     both = sl.verdict("12.13", [ref[0] / 2, 8 * ref[1]])
     assert both.message.splitlines()[1:] == [
@@ -712,3 +712,11 @@ def test_messages_are_short():
             v = sl.verdict(exercise_id, _scaled(exercise_id, ratio))
             assert len(v.message.splitlines()) <= 1 + np.size(_reference(exercise_id)), v.message
             assert math.isfinite(v.rel_error)
+
+
+def test_choices_read_their_usual_spellings():
+    for eid, spelling in [("1.6", "compute-bound"), ("9.3", "memory-bound"), ("12.15", "Communication-bound"),
+                          ("2.8", "Y axis"), ("3.18", "A[I_{XY}, J_Y]"), ("5.4", "TP + FSDP"), ("5.4", "FSDP/TP"),
+                          ("12.38", "PP + TP + DP")]:
+        assert sl.verdict(eid, spelling).status == "correct", (eid, spelling)
+    assert sl.verdict("5.4", "FSDP").status == "incorrect" and sl.verdict("2.8", "X axis").status == "incorrect"

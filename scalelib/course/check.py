@@ -7,7 +7,7 @@ a learner's answer with it and prints one verdict:
 * correct: a confirmation with its reasoning (the derivation of a number, the
   reason for a choice, the formula of a function);
 * wrong: which way the answer is off and roughly how far (a few percent, tens of
-  percent, several times, orders of magnitude), and, when a slip applied to the
+  percent, twice to ten times, orders of magnitude), and, when a slip applied to the
   reference computation gives the answer (one the exercise registers, by the value
   its wrong method computes; or a common one about a quantity the exercise
   involves, ``involves=``, or about the answer's unit), which slip it probably
@@ -553,18 +553,27 @@ def _rel_errors(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def _how_far(ratio: float) -> str:
-    """A coarse bucket for answer / reference > 0, with no figure in it."""
+    """A coarse bucket for answer / reference > 0, with no figure in it.
+
+    The buckets follow each other without a gap or a jump in wording: under 1% ("less than a percent", an
+    answer the question asks more precisely), a few percent, tens of percent (up to twice), twice to ten times,
+    orders of magnitude; the same below 1 for the inverse. Words, not figures: no number in the feedback.
+    """
     if ratio > 1:
+        if ratio <= 1.01:
+            return "less than a percent too large"
         if ratio <= 1.1:
             return "a few percent too large"
         if ratio < 2:
             return "tens of percent too large"
-        return "several times too large" if ratio < 10 else "orders of magnitude too large"
+        return "twice to ten times too large" if ratio < 10 else "orders of magnitude too large"
+    if ratio >= 1 / 1.01:
+        return "less than a percent too small"
     if ratio >= 0.9:
         return "a few percent too small"
     if ratio > 0.5:
         return "tens of percent too small"
-    return "several times too small" if ratio > 0.1 else "orders of magnitude too small"
+    return "twice to ten times too small" if ratio > 0.1 else "orders of magnitude too small"
 
 
 def _slip_tolerance(exercise: Exercise) -> float:
@@ -796,14 +805,22 @@ def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
 
 
 def _normal_choice(text: str) -> str:
-    """`text` as a choice is compared: case, spaces, hyphens and underscores set aside, "and" / "&" read as "+".
+    """`text` as a choice is compared: case, spaces, hyphens and underscores set aside, "and" / "&" / "/" read as
+    "+", the parts of a combination in any order, a trailing "bound" or "axis" dropped, LaTeX's braces around a
+    subscript dropped.
 
-    "FSDP + TP", "fsdp+tp" and "FSDP and TP" read the same; so do "Reduce-Scatter",
-    "ReduceScatter" and "reduce scatter", and "A[I_X,J_X]" and "A[I_X, J_X]".
+    "FSDP + TP", "fsdp+tp", "FSDP and TP", "TP + FSDP" and "FSDP/TP" read the same; so do "Reduce-Scatter",
+    "ReduceScatter" and "reduce scatter", "A[I_X,J_X]", "A[I_X, J_X]" and "A[I_{X}, J_X]", "compute" and
+    "compute-bound", "Y" and "Y axis".
     """
     text = unicodedata.normalize("NFKC", text).casefold()
-    text = re.sub(r"\s+(?:and|&)\s+|&", "+", text)
-    return re.sub(r"[\s\-_‐‑–]+", "", text)
+    text = re.sub(r"_\{(\w+)\}", r"_\1", text)  # A[I_{XY}, J_Y], as LaTeX writes a subscript
+    text = re.sub(r"\s+(?:and|&)\s+|&|/", "+", text)
+    text = re.sub(r"[\s\-_‐‑–]+", "", text)
+    text = re.sub(r"(?<=\w)(?:bound|axis)$", "", text)  # "compute-bound", "Y axis"
+    if "+" in text and "[" not in text:  # "TP + FSDP" is "FSDP + TP": a combination has no order
+        text = "+".join(sorted(text.split("+")))
+    return text
 
 
 def _compare_choice(exercise: Exercise, answer, reference) -> Verdict:
