@@ -649,7 +649,8 @@ LEARNER_SLIPS = [
     ("1.4", "4 bytes per value", lambda: 2 * _ref("1.4"), "bytes per value"),
     ("1.5", "B·D·F FLOPs and 1 byte per value",
      lambda: lambda B, D, F, C, W: max(B * D * F / C, (B * D + D * F + B * F) / W), "2·B·D·F"),
-    ("1.12", "half the VPU rate", lambda: _ref("1.12") / 2, None),
+    ("1.12", "one TensorCore's VPU", lambda: 4096 * 1.75e9 / sl.chip("tpu-v5p").hbm_bytes_per_s, "one TensorCore's"),
+    ("1.12", "the VPU rate at twice the clock", lambda: _ref("1.12") * 2, None),
     ("2.2", "twice the bf16 rate (sparse or int8)", lambda: 2 * 256 * sl.chip("tpu-v6e").bf16_flops_per_s,
      "twice the dense bf16 rate"),
     ("2.9", "a host of 4 chips", lambda: 8e9 * 2 / 4 / sl.chip("tpu-v5e").pcie_bytes_per_s, "host_shape"),
@@ -754,6 +755,19 @@ WRONG_METHODS = [
 @pytest.mark.parametrize("eid, what, wrong", WRONG_METHODS, ids=[f"{e} {w}" for e, w, _ in WRONG_METHODS])
 def test_a_wrong_method_is_refused(eid, what, wrong):
     assert sl.verdict(eid, wrong()).status == "incorrect"
+
+
+def test_no_success_text_prints_another_exercises_answer():
+    # issue 29's copies: 2.14's one-TensorCore VPU rate in 1.12's, 6.1's parameter count in 5.10's, 5.4's
+    # threshold figures (which 5.7, 6.9 and 6.11 need)
+    def shown(eid, answer):
+        return sl.verdict(eid, answer).message
+    text_1_12 = shown("1.12", _ref("1.12"))
+    assert f"{_ref('2.14')[0]:.3g}" not in text_1_12
+    text_5_10 = shown("5.10", _ref("5.10"))
+    assert f"{_ref('6.1')[0]:.3g}" not in text_5_10
+    text_5_4 = shown("5.4", get_exercise("5.4").reference())
+    assert "α" not in text_5_4 and "850" not in text_5_4
 
 
 def test_the_right_methods_of_the_tightened_exercises_are_credited():

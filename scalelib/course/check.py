@@ -377,7 +377,7 @@ def get_exercise(exercise_id: str) -> Exercise:
 
     Example:
         >>> get_exercise("1.1").title
-        'Critical intensity of an H100 in fp8'
+        'Critical intensity of an H100 in fp8 (warm-up)'
     """
     exercise_id = _exercise_id(exercise_id)
     chapter = exercise_id.split(".")[0]

@@ -41,7 +41,7 @@ def _h100_fp8_intensity() -> Derivation:
 
 register(Exercise(
     id="1.1",
-    title="Critical intensity of an H100 in fp8",
+    title="Critical intensity of an H100 in fp8 (warm-up)",
     reference=_h100_fp8_intensity,
     unit="FLOP/B",
     involves={"peak"},
@@ -255,7 +255,7 @@ _1_9_PARAMS = 70e9
 
 register(Exercise(
     id="1.9",
-    title="Time to read a 70B-parameter model's weights on one H200",
+    title="Time to read a 70B-parameter model's weights on one H200 (warm-up)",
     reference=lambda: define(explain(t_comms_s, _1_9_PARAMS * bytes_per_value("bf16"), "h200", bandwidth="hbm"),
                              {"W": "the H200's HBM bandwidth"}),
     unit="s",
@@ -320,8 +320,9 @@ register(Exercise(
 # 1.12 ------------------------------------------------------------------------
 
 def _vpu_intensity() -> Derivation:
-    """Reference for 1.12 (the book's dot-product example): one v5p TensorCore's VPU against the chip's HBM."""
-    return explain(vector_critical_intensity, "tpu-v5p", per="core", bandwidth="hbm")
+    """Reference for 1.12 (the book's dot-product example, for the whole chip): both v5p TensorCores' VPUs against
+    the chip's HBM (one TensorCore's rate is exercise 2.14's answer)."""
+    return explain(vector_critical_intensity, "tpu-v5p", per="chip", bandwidth="hbm")
 
 
 register(Exercise(
@@ -331,12 +332,13 @@ register(Exercise(
     unit="FLOP/B",
     involves=frozenset(),
     mistakes={
-        slip(critical_intensity("tpu-v5p"), vector_critical_intensity("tpu-v5p", per="core")):
+        slip(critical_intensity("tpu-v5p"), vector_critical_intensity("tpu-v5p", per="chip")):
             "that is the critical intensity of the matrix units (the MXUs' bf16 rate over W); "
             "a dot product runs on the VPU, whose rate is its ALUs times the clock",
-        slip(vector_critical_intensity("tpu-v5p"), vector_critical_intensity("tpu-v5p", per="core")):
-            "a factor of 2: you counted both TensorCores' VPUs; the question asks for one TensorCore's",
-        slip(vector_critical_intensity("tpu-v5p", per="core") / 1e9, vector_critical_intensity("tpu-v5p", per="core")):
+        slip(vector_critical_intensity("tpu-v5p", per="core"), vector_critical_intensity("tpu-v5p", per="chip")):
+            "a factor of 2: that counts one TensorCore's VPU; the question asks for the whole chip's, every "
+            "TensorCore's VPU at once",
+        slip(vector_critical_intensity("tpu-v5p", per="chip") / 1e9, vector_critical_intensity("tpu-v5p", per="chip")):
             "a factor of 1e9: the clock is in GHz (1 GHz is 1e9 cycles per second)",
     },
     book=("Ex1",),
