@@ -35,7 +35,7 @@ from ..._transformer import (
 )
 
 #: The book's Q1 model: D = 4096, F = 4D, V = 32,000, L = 64, N·H = D with multi-head attention.
-Q1_MODEL = ModelSpec(name="book-q1", source="How to Scale Your Model, ch. 4, Q1",
+Q1_MODEL = ModelSpec(name="the 64-layer model", source="How to Scale Your Model, ch. 4, Q1",
                      L=64, D=4096, F=4 * 4096, N=32, K=32, H=128, V=32000)
 
 #: The book's letters, each defined under the first formula of a derivation that uses it.
@@ -326,7 +326,7 @@ register(Exercise(
 # 4.9 -------------------------------------------------------------------------
 
 #: the book's Q5 shape (multi-head attention, N·H = D, F = 4D), with D = 6144 in place of the book's 4096
-Q5_MODEL = ModelSpec(name="book-q5", source="How to Scale Your Model, ch. 4, Q5 (D changed)",
+Q5_MODEL = ModelSpec(name="the question's model", source="How to Scale Your Model, ch. 4, Q5 (D changed)",
                      L=1, D=6144, F=4 * 6144, N=48, K=48, H=128, V=32000)
 
 

@@ -49,7 +49,8 @@ def _gqa_13b(gated: bool = True, K: int | None = None) -> Derivation:
     """Reference for 5.1: LLaMA-2 13B's parameters with K key/value heads (grouped-query attention)."""
     m = model("llama-2-13b")
     K = _5_1["K"] if K is None else K
-    spec = m.derive(f"llama-2-13b-k{K}{'' if gated else '-ungated'}", K=K, gated=gated)
+    # the name is what the success text shows: a reader's words, not an internal key
+    spec = m.derive(f"LLaMA-2 13B with {K} key/value heads{'' if gated else ', ungated'}", K=K, gated=gated)
     return _letters(explain(params, spec))
 
 

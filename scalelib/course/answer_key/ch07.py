@@ -32,10 +32,10 @@ from ..._topology import ICI_HOP_LATENCY_S, tpu_pod, tpu_slice
 from ..._transformer import kv_cache_bytes, param_bytes, params
 
 #: The book's invented model of its worked problems: LLaMA 2-13B reshaped, input and output tables shared.
-BOOK_MODEL = ModelSpec(name="book-ch7", source="How to Scale Your Model, ch. 7, worked problems",
+BOOK_MODEL = ModelSpec(name="the worked problems' model", source="How to Scale Your Model, ch. 7, worked problems",
                        L=64, D=4096, F=16384, N=32, K=8, H=256, V=32128, tied_embeddings=True)
 #: The same model as a mixture of experts (the book's Q5): E = 16 experts per layer, k = 2 per token.
-BOOK_MOE = BOOK_MODEL.derive("book-ch7-moe", E=16, k=2)
+BOOK_MOE = BOOK_MODEL.derive("its mixture of experts", E=16, k=2)
 
 
 def _v5e(shape=(4, 4)):
@@ -147,7 +147,7 @@ def _book_params_and_table(**changes) -> Derivation:
     outside = total.value - params(spec, component="mlp") - params(spec, component="norms")
     return _letters(Derivation("answer", "[P, P_attention + P_embeddings]", "[P, P_attention + P_embeddings]",
                                np.array([total.value, outside]), "params", (total,),
-                               where=("P: all of them, params(book-ch7) above",)))
+                               where=("P: all of them, params(the worked problems' model) above",)))
 
 
 register(Exercise(
@@ -210,7 +210,7 @@ def _q2_with(spec: ModelSpec, *, hbm_bytes: float | None = None, weights_of: Mod
     return (hbm - params(weights_of or spec)) // kv_cache_bytes(spec, tokens=Q2_CONTEXT, dtype="int8")
 
 
-ONE_HEAD = BOOK_MODEL.derive("book-ch7-one-kv-head", K=1)
+ONE_HEAD = BOOK_MODEL.derive("the same with one key/value head", K=1)
 
 register(Exercise(
     id="7.6",
