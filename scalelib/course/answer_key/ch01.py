@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import define, slip
+from ._tools import define, slip, weights_only
 from ..._derivation import Derivation, explain, q
 from ..._roofline import (
     arithmetic_intensity,
@@ -219,8 +219,8 @@ register(Exercise(
 register(Exercise(
     id="1.7",
     title="Critical batch size on TPU v5p with int8 weights",
-    reference=lambda: define(explain(critical_batch_size, "tpu-v5p", dtype="bf16", weight_dtype="int8"),
-                             {"C": "TPU v5p's peak bf16 rate (the arithmetic runs in bf16)", "W": "its HBM bandwidth"}),
+    reference=lambda: weights_only(define(explain(critical_batch_size, "tpu-v5p", dtype="bf16", weight_dtype="int8"),
+                             {"C": "TPU v5p's peak bf16 rate (the arithmetic runs in bf16)", "W": "its HBM bandwidth"})),
     unit="tokens",
     mistakes={
         slip(critical_batch_size("tpu-v5p", dtype="bf16", weight_dtype="bf16"),
@@ -420,10 +420,10 @@ _H100_NVL = chip("h100").derive("h100-nvl", bf16_flops_per_s=1671e12 / 2, hbm_by
 register(Exercise(
     id="1.15",
     title="An H100 NVL's critical batch, from its data sheet",
-    reference=lambda: define(explain(critical_batch_size, _H100_NVL, dtype="bf16"),
+    reference=lambda: weights_only(define(explain(critical_batch_size, _H100_NVL, dtype="bf16"),
                              {"C": "the H100 NVL's dense bf16 rate: half the data sheet's 1,671 TFLOPS, "
                                    "which assumes 2:4 structured sparsity",
-                              "W": "its HBM bandwidth, 3.9 TB/s"}),
+                              "W": "its HBM bandwidth, 3.9 TB/s"})),
     unit="tokens",
     mistakes={
         slip(2 * critical_batch_size(_H100_NVL), critical_batch_size(_H100_NVL)):

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import define, slip
+from ._tools import define, slip, weights_only
 from ..._derivation import Derivation, explain, q
 from ..._roofline import critical_batch_size, matmul_flops, matmul_roofline, t_comms_s, t_math_s
 from ..._vector import vector_flops_per_s
@@ -173,8 +173,8 @@ register(Exercise(
 
 def _pcie_batch() -> Derivation:
     """Reference for 2.6: intensity ≈ 2·B·D·F / (2·D·F) = B against the PCIe roofline."""
-    return define(explain(critical_batch_size, "tpu-v4p", dtype="bf16", bandwidth="pcie"),
-                  {"C": "TPU v4p's peak bf16 rate", "W": "its PCIe bandwidth (the weights come from host memory)"})
+    return weights_only(define(explain(critical_batch_size, "tpu-v4p", dtype="bf16", bandwidth="pcie"),
+                  {"C": "TPU v4p's peak bf16 rate", "W": "its PCIe bandwidth (the weights come from host memory)"}))
 
 
 register(Exercise(

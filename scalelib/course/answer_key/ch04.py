@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import _uses, define, slip
+from ._tools import _uses, define, slip, weights_only
 from ..._derivation import Derivation, explain, q
 from ..._einsum import einsum_flops
 from ..._models import ModelSpec, model
@@ -584,7 +584,7 @@ def _moe_batch(weight_dtype: str = _4_15["weight_dtype"], dense: bool = False, c
     d = explain(moe_critical_batch_size, _4_15["model"], chip, weight_dtype=weight_dtype)
     if dense:
         return d.steps[0]
-    return define(d, {"C": "TPU v5p's peak bf16 rate (the arithmetic runs in bf16)", "W": "its HBM bandwidth"})
+    return weights_only(define(d, {"C": "TPU v5p's peak bf16 rate (the arithmetic runs in bf16)", "W": "its HBM bandwidth"}))
 
 
 register(Exercise(
