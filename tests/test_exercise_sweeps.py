@@ -821,6 +821,9 @@ def _symbols(text: str) -> tuple[list[str], list[str]]:
     ``where`` lines ("where C: the chip's peak; W: its HBM bandwidth") against its formula lines."""
     lines = text.split("\n")[1:]
     formulas = " ".join(line for line in lines if not line.strip().startswith("where"))
+    # a where line may define by an equation ("where α = C / W, ..."): its right side uses symbols too
+    formulas += " " + " ".join(part.split("=", 1)[1] for line in lines if line.strip().startswith("where")
+                               for part in line.strip()[len("where "):].split("; ") if "=" in part)
     meanings: dict[str, str] = {}
     twice, unused = [], []
     for line in (line.strip() for line in lines):
@@ -851,9 +854,7 @@ PENDING_SYMBOLS: dict[str, str] = {
     '3.6': 'defined twice: hops',
     '3.7': 'defined twice: hops',
     '3.13': 'defined, unused: n',
-    '4.13': 'defined twice: E; defined, unused: share used',
-    '5.7': 'defined, unused: C, W',
-    '6.11': 'defined, unused: C, W',
+    '4.13': 'defined twice: E',
     '6.14': 'defined, unused: the best',
     '7.1': 'defined twice: P, kv',
     '7.2': 'defined twice: P, kv',
@@ -863,8 +864,6 @@ PENDING_SYMBOLS: dict[str, str] = {
     '8.12': 'defined twice: N',
     '8.16': 'defined twice: N, C, B',
     '11.6': 'defined twice: W, C',
-    '11.7': 'defined twice: B',
-    '11.11': 'defined twice: B; defined, unused: D, x',
     '12.7': 'defined twice: waves, t_wave',
     '12.9': 'defined twice: w',
     '12.19': 'defined twice: f',

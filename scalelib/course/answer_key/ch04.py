@@ -510,7 +510,7 @@ def _mixtral_active() -> Derivation:
     total = replace(explain(params, MIXTRAL_8X22B), symbol="P")
     both = Derivation("answer", "[P_used, P − P_used]", f"[{q(used.value)}, {q(total.value)} − {q(used.value)}]",
                       np.array([used.value, total.value - used.value]), "params", (used, total),
-                      where=(f"share used: P_used / P = {used.value / total.value:.1%}",))
+                      where=(f"a token uses P_used / P = {used.value / total.value:.1%} of the parameters",))
     return _letters(both)
 
 

@@ -360,7 +360,8 @@ def _usd_per_million(b=None, name=None, *, per_slice=False) -> Derivation:
     rate = Derivation("r", "B / T_step" + ("" if per_slice else " / n"),
                       f"{q(batch.value)} / {q(step.value, 's')}" + ("" if per_slice else f" / {n}"),
                       per_chip, "tokens/s", (step,),
-                      where=(f"B: the largest batch within the target on this slice; n: {n} {name} chips in the slice",))
+                      where=(f"the batch B is the largest within the target on this slice; n: {n} {name} chips in "
+                             f"the slice",))
     price = b.serve_price(name)
     usd = price / 3600 / per_chip * 1e6
     return Derivation("USD per 1e6 tokens", "price / 3600 / r · 1e6", f"{price:g} / 3600 / {q(per_chip)} · 1e6",
@@ -519,7 +520,7 @@ def _with_collectives(b=None, *, comms=1.0, layers=True, bigger=True) -> Derivat
     ici = replace(ici, steps=tuple(shown))
     t_ici = ici.value * comms / (1 if layers else _model(b.model).L)
     return Derivation("T", "T_step + T_ici", f"{q(step.value, 's')} + {q(t_ici, 's')}", step.value + t_ici, "s",
-                      (step, ici), where=(f"B: {batch:.0f} sequences, the largest batch within the "
+                      (step, ici), where=(f"the batch, {batch:.0f} sequences, is the largest within the "
                                           f"{q(b.latency_s, 's')} target without collectives on the smallest "
                                           f"slice {small!r}, here on {topo!r}",))
 
