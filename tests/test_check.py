@@ -53,9 +53,20 @@ def test_one_element_list_counts_as_a_number():
     assert sl.verdict("99.1", np.array([1000.0])).status == "correct"
 
 
+def test_the_distance_wording_follows_the_ratio():
+    from scalelib.course.check import _how_far
+
+    ratios = [1.005, 1.05, 1.5, 1.9999, 2.0, 5.0, 50.0]
+    words = [_how_far(r) for r in ratios]
+    order = ["less than a percent", "a few percent", "tens of percent", "twice to ten times", "orders of magnitude"]
+    ranks = [next(i for i, o in enumerate(order) if w.startswith(o)) for w in words]
+    assert ranks == sorted(ranks) and words[3] != words[4] and "twice to ten times" in words[4]
+    assert [_how_far(1 / r).replace("small", "large") for r in ratios[:3]] == words[:3]
+
+
 def _slip(factor, unit="B"):
     """The text of the common slip of `factor` named for an answer in `unit` (one declaring no `involves`)."""
-    return next(slip.text for slip in COMMON_SLIPS if slip.factor == factor and (
+    return next(slip.text for slip in COMMON_SLIPS if slip.factor in (factor, 1 / factor) and (
         slip.about in INVOLVES_BY_UNIT.get(unit, ()) if slip.about else unit in slip.units))
 
 
@@ -66,7 +77,7 @@ def test_common_slip_is_named_in_both_directions(factor, direction):
     v = sl.verdict("99.1", answer)
     assert v.status == "incorrect"
     assert v.diagnosis == _slip(factor)
-    assert f" is {'a few percent' if factor < 1.1 else 'several times' if factor < 10 else 'orders of magnitude'} " \
+    assert f" is {'a few percent' if factor < 1.1 else 'twice to ten times' if factor < 10 else 'orders of magnitude'} " \
            f"{direction}." in v.message
     assert v.message.endswith(f"\n   Likely cause: {v.diagnosis}.")
 
@@ -74,7 +85,7 @@ def test_common_slip_is_named_in_both_directions(factor, direction):
 def test_factor_8_message_in_full():
     v = sl.verdict("99.1", 8000)
     assert v.message == (
-        "❌ Exercise 99.1: not quite — your answer 8 kB is several times too large.\n"
+        "❌ Exercise 99.1: not quite — your answer 8 kB is twice to ten times too large.\n"
         "   Likely cause: a factor of 8: bits versus bytes (a byte is 8 bits)."
     )
     assert v.rel_error == 7.0
@@ -83,7 +94,7 @@ def test_factor_8_message_in_full():
 def test_ratio_matching_no_slip_gives_a_bucket_and_no_figure():
     v = sl.verdict("99.1", 3300)
     assert (v.status, v.diagnosis) == ("incorrect", None)
-    assert v.message == "❌ Exercise 99.1: not quite — your answer 3.3 kB is several times too large."
+    assert v.message == "❌ Exercise 99.1: not quite — your answer 3.3 kB is twice to ten times too large."
 
 
 def test_a_near_miss_says_which_way_and_roughly_how_far():
@@ -122,7 +133,7 @@ def test_integer_too_large_for_a_float_is_incorrect_not_an_error():
 def test_array_with_the_same_slip_everywhere_names_it_once():
     v = sl.verdict("99.2", [8, 16, 32])
     assert v.diagnosis is None  # no bits versus bytes for seconds
-    assert v.message == "❌ Exercise 99.2: not quite — your answer [8 s, 16 s, 32 s]: every value is several times too large."
+    assert v.message == "❌ Exercise 99.2: not quite — your answer [8 s, 16 s, 32 s]: every value is twice to ten times too large."
     v = sl.verdict("99.2", [1e-3, 2e-3, 4e-3])
     assert v.message == ("❌ Exercise 99.2: not quite — your answer [1 ms, 2 ms, 4 ms]: every value is orders of "
                          "magnitude too small.\n"
@@ -133,7 +144,7 @@ def test_array_is_judged_value_by_value():
     v = sl.verdict("99.2", [1, 2, 33])
     assert (v.status, v.diagnosis) == ("incorrect", None)
     assert v.message == ("❌ Exercise 99.2: not quite — your answer [1 s, 2 s, 33 s]: value 1 is right, value 2 is "
-                         "right, value 3 is several times too large.")
+                         "right, value 3 is twice to ten times too large.")
 
 
 def test_array_of_the_wrong_length_says_what_was_expected():
@@ -172,11 +183,18 @@ def test_function_agreeing_on_all_cases_is_correct():
 
 
 def test_function_wrong_on_one_case_names_that_case():
+    # right on the first case, half on the second: no slip of the method gives that, so none is named
     v = sl.verdict("99.4", lambda B, D: 2 * B * D if B == 1 else B * D)
     assert v.status == "incorrect"
-    assert v.message == ("❌ Exercise 99.4: not quite for B=3, D=4 — your answer 12 FLOP is several times too small.\n"
-                         f"   Likely cause: {_slip(2.0, 'FLOP')}.")
-    assert v.diagnosis == _slip(2.0, "FLOP")
+    assert v.message == "❌ Exercise 99.4: not quite for B=3, D=4 — your answer 12 FLOP is twice to ten times too small."
+    assert v.diagnosis is None
+
+
+def test_a_functions_slip_is_named_only_where_it_gives_every_case():
+    v = sl.verdict("99.4", lambda B, D: B * D)  # a multiply-add counted as 1 FLOP: half on every case
+    assert v.diagnosis == _slip(2.0, "FLOP") and f"Likely cause: {_slip(2.0, 'FLOP')}." in v.message
+    assert sl.verdict("99.4", lambda B, D: 2).diagnosis is None  # a constant: half on one case only
+    assert sl.verdict("99.4", lambda B, D: 4 * B * D).diagnosis is None  # a multiply-add is never 4 FLOPs
 
 
 def test_function_still_raising_not_implemented_is_not_attempted():
@@ -410,7 +428,7 @@ def test_a_common_slip_about_a_quantity_fires_only_where_the_exercise_involves_i
     register(Exercise("99.16", "a compute time", lambda: 1.0, unit="s", involves={"flops"}))
     register(Exercise("99.17", "bytes with no dtype", lambda: 1000.0, unit="B", involves=set()))
     assert sl.verdict("99.15", 2.0).diagnosis is None
-    assert sl.verdict("99.16", 2.0).diagnosis == _slip(2.0, "FLOP")
+    assert sl.verdict("99.16", 2.0).diagnosis is None  # a multiply-add counted as 1 FLOP only shrinks a count
     assert sl.verdict("99.16", 0.5).diagnosis == _slip(2.0, "FLOP")
     assert sl.verdict("99.17", 2000.0).diagnosis is None
     assert sl.verdict("99.17", 8000.0).diagnosis == _slip(8.0)  # about how bytes are written: by the unit
@@ -420,13 +438,32 @@ def test_a_common_slip_about_a_quantity_fires_only_where_the_exercise_involves_i
 
 def test_two_slips_of_the_same_value_are_both_named(registry):
     register(Exercise("99.18", "a time", lambda: 1.0, unit="s", involves={"dtype", "bandwidth"},
-                      mistakes={0.5: "you read the bidirectional figure"}))
+                      mistakes={0.5: "you read the bidirectional figure", 0.5000001: "you took the int8 size"}))
     v = sl.verdict("99.18", 0.5)
     dtype = next(s.text for s in COMMON_SLIPS if s.about == "dtype")
     bandwidth = next(s.text for s in COMMON_SLIPS if s.about == "bandwidth")
-    assert v.diagnosis == f"you read the bidirectional figure. Or: {dtype}. Or: {bandwidth}"
+    # registered slips come first: the common ones of the same value are named only where none is registered
+    assert v.diagnosis == "you read the bidirectional figure. Or: you took the int8 size"
     assert v.message.endswith(f"\n   Likely cause: {v.diagnosis}.")
-    assert sl.verdict("99.18", 2.0).diagnosis == f"{dtype}. Or: {bandwidth}"  # the registered one: one way only
+    assert sl.verdict("99.18", 2.0).diagnosis == f"{dtype}. Or: {bandwidth}"  # the registered ones: one way only
+
+
+def test_the_dtype_hint_names_a_peak_only_where_a_rate_is_involved(registry):
+    register(Exercise("99.22", "bytes", lambda: 1000.0, unit="B"))
+    register(Exercise("99.23", "a time", lambda: 1.0, unit="s", involves={"flops", "peak"}))
+    register(Exercise("99.24", "a time", lambda: 1.0, unit="s", involves={"dtype", "peak"}))
+    assert "FLOP" not in sl.verdict("99.22", 2000.0).diagnosis
+    assert sl.verdict("99.23", 2.0).diagnosis == "a factor of 2: check the chip's peak FLOP/s at the question's precision"
+    assert "multiply-add" in sl.verdict("99.23", 0.5).diagnosis and "peak" in sl.verdict("99.23", 0.5).diagnosis
+    both = sl.verdict("99.24", 2.0).diagnosis
+    assert "bytes per value" in both and "peak FLOP/s" in both and "Or:" not in both  # one text, not two
+
+
+def test_a_common_slip_about_a_quantity_changes_every_value_of_a_list(registry):
+    register(Exercise("99.25", "two byte counts", lambda: np.array([1000.0, 3000.0]), unit="B"))
+    assert sl.verdict("99.25", [2000.0, 6000.0]).diagnosis == _slip(2.0, "B")
+    assert sl.verdict("99.25", [1000.0, 6000.0]).diagnosis is None  # a precision would change both
+    assert sl.verdict("99.25", [1000.0, 3e6]).diagnosis == _slip(1e3, "B")  # how one value is written: by value
 
 
 def test_a_registered_slip_of_another_value_hides_a_common_one(registry):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 import subprocess
 import sys
 import textwrap
@@ -290,6 +291,8 @@ def test_cases_drawn_at_grading_time_keep_mesh_and_arrays_with_new_seeds_and_siz
 # ---------------------------------------------------------------------------
 # Learners' functions run on 8 simulated devices (a fresh process: JAX fixes its device count at start)
 
+CHAPTER_10 = str(Path(__file__).resolve().parents[1] / "book" / "ch10_jax.ipynb")
+
 SCRIPT = textwrap.dedent("""
     import jax
     jax.config.update("jax_num_cpu_devices", 8)
@@ -338,15 +341,35 @@ SCRIPT = textwrap.dedent("""
         return jnp.roll(a, shift, axis=0) - a
 
     def reduce_scatter_by_psum_scatter(t, w2, mesh):
-        local = lambda t, w: jax.lax.psum_scatter(t @ w, "Y", scatter_dimension=1, tiled=True)
-        return jax.shard_map(local, mesh=mesh, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X", "Y"))(t, w2)
+        local = lambda t, w: jax.lax.psum_scatter(t @ w, "X", scatter_dimension=1, tiled=True)
+        return jax.shard_map(local, mesh=mesh, in_specs=(P("Y", "X"), P("X", None)), out_specs=P("Y", "X"))(t, w2)
+
+    # chapter 10's own collective matmuls (book/ch10_jax.ipynb), lifted as a learner would copy them: the
+    # exercises ask for the variant contracted over X, so the copies must earn nothing
+    import pathlib
+    cells = ["".join(c["source"]) for c in json.loads(pathlib.Path(CHAPTER_10).read_text())["cells"]
+             if c["cell_type"] == "code"]
+    space = {"jax": jax, "jnp": jnp, "np": np, "P": P}
+    for name in ("reducescatter_local", "allreduce_both_ways_local"):
+        (source,) = [s for s in cells if f"def {name}(" in s]
+        exec(source.split(chr(10) * 3)[0], space)
+
+    def lifted(local, in_specs, out_specs, **kw):
+        return lambda x, w, mesh: jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs, **kw)(x, w)
+
+    chapter_rs = lifted(space["reducescatter_local"], (P("X", "Y"), P("Y", None)), P("X", "Y"))
+    chapter_ar = lifted(space["allreduce_both_ways_local"], (P("X", "Y"), P("Y", None)), P("X", None),
+                        check_vma=False)
+    chapter_psum = lifted(lambda a, w: jax.lax.psum(a @ w, "Y"), (P("X", "Y"), P("Y", None)), P("X", None))
 
     out = {}
     for name, eid, f in [("right", "10.1", means), ("psum", "10.1", means_by_psum),
                          ("whole mean", "10.1", means_of_everything), ("stub", "10.1", stub),
                          ("callback", "10.1", means_by_callback), ("frames", "10.1", means_from_frames),
                          ("raises", "10.1", raises), ("roll whole", "10.2", roll_whole),
-                         ("psum_scatter", "10.7", reduce_scatter_by_psum_scatter)]:
+                         ("psum_scatter", "10.7", reduce_scatter_by_psum_scatter),
+                         ("chapter 10.6", "10.6", chapter_ar), ("chapter psum 10.6", "10.6", chapter_psum),
+                         ("chapter 10.7", "10.7", chapter_rs), ("chapter 10.8", "10.8", chapter_rs)]:
         v = sl.verdict(eid, f)
         out[name] = [v.status, v.message]
     a, b = sl.sharded_inputs(["A[S_X, D_Y]", "B[S_X]"], {"S": 16, "D": 8, "E": 3}, {"X": 2, "Y": 4}, seed=3,
@@ -362,7 +385,8 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def on_8_devices():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600)
+    script = SCRIPT.replace("CHAPTER_10", repr(CHAPTER_10))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -386,7 +410,14 @@ def test_right_values_through_a_forbidden_collective_fail_on_the_collective(on_8
     assert "your compiled program has an all-reduce over Y (4 B per device); this exercise asks for no " \
            "communication." in message
     status, message = on_8_devices["psum_scatter"]
-    assert status == "incorrect" and "a reduce-scatter over Y" in message and "asks for no reduce-scatter" in message
+    assert status == "incorrect" and "a reduce-scatter over X" in message and "asks for no reduce-scatter" in message
+
+
+def test_chapter_10_s_own_collective_matmuls_copied_earn_nothing(on_8_devices):
+    # 10.6 to 10.8 contract over X; the chapter's cells contract over Y: lifted unchanged they are refused
+    for name in ("chapter 10.6", "chapter psum 10.6", "chapter 10.7", "chapter 10.8"):
+        status, message = on_8_devices[name]
+        assert status == "incorrect", (name, message)
 
 
 def test_wrong_values_are_told_how_many_differ_and_the_likely_slip(on_8_devices):

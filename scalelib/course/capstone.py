@@ -3,7 +3,7 @@
 A brief is a small planning job: train a given model on a given number of tokens before a deadline,
 choosing among the chips a cloud can lend, and then serve it under a latency target and a daily load of
 requests (a prompt and the tokens it generates), weighing the brief's serving chip against another (a GPU
-against a TPU, at the same prices).
+against a TPU, at the brief's prices: a GPU at its list price or at a discount).
 :func:`capstone_brief` draws a learner's brief from their name (a hash of it picks the model, the
 amount of training, the deadline, the cloud, the serving chip, the precision, the context, the target
 and the load), so the same name always gives the same brief, on the learner's machine and in the
@@ -49,7 +49,9 @@ BUDGET_FACTORS = (0.6, 1.5)
 SERVE_CHIPS = ("tpu-v5e", "h100")
 WEIGHT_DTYPES = ("int8", "bf16")
 CONTEXTS = (4096, 16384)
-LATENCIES_S = (0.015, 0.03)
+#: Latency targets per output token. Each lies above a batch of one's step and below the step with the memory
+#: full, on both serving chips of every serving draw (tests/test_capstone.py), so the target binds every brief.
+LATENCIES_S = (0.013, 0.017)
 DAILY_OUTPUT_TOKENS = (2e9, 3e10)
 #: Utilisation every brief assumes for training (the book's planning figure in ch. 6).
 MFU = 0.4
@@ -59,8 +61,12 @@ SERVE_SLICE_SEQUENCES = 64
 BATCH_TOKENS = 4 * 2**20
 #: Tokens each request generates; its prompt fills the rest of the brief's context (see ``prompt_tokens``).
 OUTPUT_TOKENS = 1024
-#: The serving chip a brief weighs against its own (GPU against TPU at the same prices).
+#: The serving chip a brief weighs against its own (GPU against TPU at the brief's prices).
 OTHER_SERVE_CHIP = {"tpu-v5e": "h100", "h100": "tpu-v5e"}
+#: What the brief's cloud charges for a serving GPU, as a share of its list price: the list price, or a
+#: committed-use discount. At list price an H100 makes a generated token for about twice a v5e's cost; at the
+#: discount, most briefs' H100 is the cheaper: so "GPU or TPU" (11.8) goes both ways across learners.
+GPU_SERVE_PRICE_FACTORS = (1.0, 0.4)
 
 _CHOICES = (MODELS, TOKENS_PER_PARAM, SEQ_LENS, DEADLINE_DAYS, CLOUDS, BUDGET_FACTORS, SERVE_CHIPS,
             WEIGHT_DTYPES, CONTEXTS, LATENCIES_S, DAILY_OUTPUT_TOKENS)
@@ -98,6 +104,13 @@ class CapstoneBrief:
     context: int
     latency_s: float
     daily_output_tokens: float
+    gpu_price_factor: float = 1.0
+
+    def serve_price(self, chip: str) -> float:
+        """USD per chip-hour the brief's cloud charges to serve on `chip`: the list price, a GPU's times the brief's
+        factor (rounded to 2 significant figures)."""
+        price = usd_per_chip_hour(chip)
+        return _significant(price * self.gpu_price_factor, 2) if _chip(chip).family != "tpu" else price
 
     @property
     def other_serve_chip(self) -> str:
@@ -138,14 +151,14 @@ class CapstoneBrief:
             ("Budget for training", f"USD {self.budget_usd:,.0f}"),
             ("Utilisation to plan with (MFU)", f"{self.mfu:.0%}"),
             ("Batch", f"{self.batch_tokens:,.0f} tokens per step"),
-            ("Serving slice", f"{self.serve_chips} {self.serve_chip} (USD {usd_per_chip_hour(self.serve_chip):.2f}/chip-hour)"),
+            ("Serving slice", f"{self.serve_chips} {self.serve_chip} (USD {self.serve_price(self.serve_chip):.2f}/chip-hour)"),
             ("Serving precision", f"weights {self.weight_dtype}, KV cache {self.kv_dtype}"),
             ("Tokens cached per sequence", f"{self.context:,}"),
             ("Latency target", f"{fmt(self.latency_s, 's')} per output token (one generate step)"),
             ("Requests", f"prompts of {self.prompt_tokens:,} tokens, each generating {self.output_tokens:,} tokens"),
             ("Load", f"{fmt(self.daily_output_tokens, 'tokens')} generated per day"),
             ("Serving slice to weigh against", f"{self.other_serve_chips} {self.other_serve_chip} "
-                                               f"(USD {usd_per_chip_hour(self.other_serve_chip):.2f}/chip-hour)"),
+                                               f"(USD {self.serve_price(self.other_serve_chip):.2f}/chip-hour)"),
         ]
 
     def _repr_markdown_(self) -> str:
@@ -279,7 +292,14 @@ def _make(name: str, number: int) -> CapstoneBrief:
                                 batch=SERVE_SLICE_SEQUENCES, context=context))
     return CapstoneBrief(name, number, model, tokens, seq_len, float(days), cloud, available, budget, MFU,
                          float(BATCH_TOKENS), serve_chip, slice_chips, weight_dtype, "bf16", context,
-                         latency_s, daily)
+                         latency_s, daily, _gpu_price_factor(number))
+
+
+def _gpu_price_factor(number: int) -> float:
+    """The brief's GPU serving price factor, drawn from the brief's number by a hash of its own: independent of
+    every other choice (the other choices are the number's digits, and adding one would redraw every brief)."""
+    digest = hashlib.sha256(f"gpu serving price {number}".encode()).digest()
+    return GPU_SERVE_PRICE_FACTORS[digest[0] % len(GPU_SERVE_PRICE_FACTORS)]
 
 
 _CURRENT: CapstoneBrief | None = None

@@ -7,7 +7,7 @@ a learner's answer with it and prints one verdict:
 * correct: a confirmation with its reasoning (the derivation of a number, the
   reason for a choice, the formula of a function);
 * wrong: which way the answer is off and roughly how far (a few percent, tens of
-  percent, several times, orders of magnitude), and, when a slip applied to the
+  percent, twice to ten times, orders of magnitude), and, when a slip applied to the
   reference computation gives the answer (one the exercise registers, by the value
   its wrong method computes; or a common one about a quantity the exercise
   involves, ``involves=``, or about the answer's unit), which slip it probably
@@ -62,15 +62,16 @@ BINARY_PREFIX_TOLERANCE = 0.002
 #: question involves (``Exercise(involves={"dtype", "flops"})``); one that names none gets them from its unit
 #: (:data:`INVOLVES_BY_UNIT`). A slip about a quantity is named only for an exercise that involves it.
 QUANTITIES = {
-    "flops": "the answer counts FLOPs (a multiply-add is 2 of them), or is a time or rate computed from them",
-    "dtype": "the answer depends on a precision: bytes per value, or a chip's peak FLOP/s at that precision",
+    "flops": "the answer counts FLOPs (a multiply-add is 2 of them), or is a time or rate computed from such a count",
+    "dtype": "the answer depends on a precision through bytes per value",
+    "peak": "the answer depends on a chip's peak FLOP/s at a precision (bf16, fp8, int8, dense or sparse)",
     "bandwidth": "the answer uses an interconnect bandwidth that is quoted one way or bidirectional",
 }
 #: What an exercise that declares no `involves` involves, from its unit: a FLOP count counts multiply-adds, a
-#: byte count has a bytes per value, a bandwidth a direction. A time involves what its question uses, so a
-#: time's exercise declares it.
+#: FLOP rate is a peak at a precision, a byte count has a bytes per value, a bandwidth a direction. A time or an
+#: intensity involves what its question uses, so its exercise declares it.
 INVOLVES_BY_UNIT: Mapping[str, frozenset] = {
-    "FLOP": frozenset({"flops"}), "FLOP/s": frozenset({"flops"}), "FLOP/B": frozenset({"flops"}),
+    "FLOP": frozenset({"flops"}), "FLOP/s": frozenset({"peak"}), "FLOP/B": frozenset({"flops"}),
     "B": frozenset({"dtype"}), "B/s": frozenset({"bandwidth"}),
 }
 
@@ -86,8 +87,10 @@ def involved(exercise: "Exercise") -> frozenset:
 class Slip:
     """A common slip: an answer `factor` times too large or too small.
 
-    A slip about a quantity (`about`, one of :data:`QUANTITIES`) is named for an exercise
-    that involves it, whatever its unit; one about how the answer is written (SI or
+    A slip about a quantity (`about`, one of :data:`QUANTITIES`, or a set of them that must
+    all be involved) is named for an exercise that involves it and none of `unless`,
+    whatever its unit; only as `factor` (answer / reference), not its inverse, unless
+    `both_ways`; one about how the answer is written (SI or
     binary prefixes, bits for bytes, a percentage) for answers in `units`: a set of unit
     strings, or ``"fraction"`` for a dimensionless answer between 0 and 1 (unit "").
     `tolerance` overrides the exercise's own when set.
@@ -97,11 +100,16 @@ class Slip:
     text: str
     units: frozenset | str | None = None
     tolerance: float | None = None
-    about: str | None = None
+    about: str | frozenset | None = None
+    unless: frozenset = frozenset()
+    both_ways: bool = True
 
     def applies_to(self, unit: str, reference, exercise: "Exercise | None" = None) -> bool:
         if self.about is not None:
-            return exercise is not None and self.about in involved(exercise)
+            if exercise is None:
+                return False
+            needs = frozenset([self.about]) if isinstance(self.about, str) else frozenset(self.about)
+            return needs <= involved(exercise) and not (self.unless & involved(exercise))
         if self.units == "fraction":
             ref = np.abs(np.asarray(reference, dtype=float))
             return unit == "" and bool(np.all((ref > 0) & (ref <= 1)))
@@ -124,9 +132,14 @@ def _si_slips() -> list[Slip]:
 #: The slips every exercise is checked for: each about a quantity, named only where the exercise involves
 #: it, or about how the answer is written, named only in the units where it can happen.
 COMMON_SLIPS: tuple[Slip, ...] = (
-    Slip(2.0, "a factor of 2: a multiply-add is 2 FLOPs (a [B, D] x [D, F] matmul does 2·B·D·F)", about="flops"),
+    Slip(0.5, "a factor of 2: a multiply-add is 2 FLOPs (a [B, D] x [D, F] matmul does 2·B·D·F)", about="flops",
+         both_ways=False),
+    Slip(2.0, "a factor of 2: check the bytes per value at the question's precision", about="dtype",
+         unless=frozenset({"peak"})),
+    Slip(2.0, "a factor of 2: check the chip's peak FLOP/s at the question's precision", about="peak",
+         unless=frozenset({"dtype"})),
     Slip(2.0, "a factor of 2: check the bytes per value at the question's precision, or the peak FLOP/s at that "
-              "precision", about="dtype"),
+              "precision", about=frozenset({"dtype", "peak"})),
     Slip(2.0, "a factor of 2: a bandwidth is quoted one way or bidirectional; check which one applies",
          about="bandwidth"),
     Slip(8.0, "a factor of 8: bits versus bytes (a byte is 8 bits)", BYTE_UNITS),
@@ -291,7 +304,9 @@ def register(exercise: Exercise) -> Exercise:
 def _whole(values) -> bool:
     """True where `values` are whole numbers (up to the last bits of floating point)."""
     values = np.asarray(values, dtype=float)
-    return bool(np.all(np.isfinite(values) & (np.abs(values - np.round(values)) <= 1e-9 * np.maximum(1, np.abs(values)))))
+    # the last bits of a float64 computation: a few dozen units in the last place, never half a unit of the count
+    slack = np.maximum(1e-9, 64 * np.finfo(float).eps * np.abs(values))
+    return bool(np.all(np.isfinite(values) & (np.abs(values - np.round(values)) <= slack)))
 
 
 def _accept_ranges(accept, n: int | None) -> list[tuple[float, float]]:
@@ -362,7 +377,7 @@ def get_exercise(exercise_id: str) -> Exercise:
 
     Example:
         >>> get_exercise("1.1").title
-        'Critical intensity of an H100 in fp8'
+        'Critical intensity of an H100 in fp8 (warm-up)'
     """
     exercise_id = _exercise_id(exercise_id)
     chapter = exercise_id.split(".")[0]
@@ -538,18 +553,27 @@ def _rel_errors(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def _how_far(ratio: float) -> str:
-    """A coarse bucket for answer / reference > 0, with no figure in it."""
+    """A coarse bucket for answer / reference > 0, with no figure in it.
+
+    The buckets follow each other without a gap or a jump in wording: under 1% ("less than a percent", an
+    answer the question asks more precisely), a few percent, tens of percent (up to twice), twice to ten times,
+    orders of magnitude; the same below 1 for the inverse. Words, not figures: no number in the feedback.
+    """
     if ratio > 1:
+        if ratio <= 1.01:
+            return "less than a percent too large"
         if ratio <= 1.1:
             return "a few percent too large"
         if ratio < 2:
             return "tens of percent too large"
-        return "several times too large" if ratio < 10 else "orders of magnitude too large"
+        return "twice to ten times too large" if ratio < 10 else "orders of magnitude too large"
+    if ratio >= 1 / 1.01:
+        return "less than a percent too small"
     if ratio >= 0.9:
         return "a few percent too small"
     if ratio > 0.5:
         return "tens of percent too small"
-    return "several times too small" if ratio > 0.1 else "orders of magnitude too small"
+    return "twice to ten times too small" if ratio > 0.1 else "orders of magnitude too small"
 
 
 def _slip_tolerance(exercise: Exercise) -> float:
@@ -602,9 +626,12 @@ def _slip_causes(ratio: float, exercise: Exercise, reference, index: int | None 
     A registered slip is the value its wrong method gives (its key: wrong / reference), named
     only in its own direction, and a list slip only where it gives every value of the answer
     (`ratios`, answer / reference value by value); a common slip (:func:`generic_slips`: about
-    a quantity the exercise involves, or about the answer's unit) in either direction. The slip
-    closest to the answer is named, with every other slip of the same value (:data:`SAME_VALUE`),
-    registered or common; a registered slip hides a common one only where their values differ.
+    a quantity the exercise involves, or about the answer's unit) in either direction unless it
+    says otherwise (a multiply-add counted as 1 FLOP only makes an answer too small). The slip
+    closest to the answer is named, with every other slip of the same value (:data:`SAME_VALUE`).
+    Registered slips come first: a common slip is named only where no registered one reproduces
+    the answer, and a common slip about a quantity of the question only where it gives every value
+    of a list answer (a precision or a FLOP count changes them alike).
     """
     if not (ratio > 0 and math.isfinite(ratio)):
         return []
@@ -628,15 +655,19 @@ def _slip_causes(ratio: float, exercise: Exercise, reference, index: int | None 
             whole.append(gives_all)
     if any(whole) and not all(whole):  # a list slip that gives the whole answer beats one that gives this value only
         found = [f for f, w in zip(found, whole) if w]
-    for slip in generic_slips(exercise, reference):
-        tol = slip.tolerance if slip.tolerance is not None else tolerance
-        for factor in (slip.factor, 1 / slip.factor):
-            if _matches(ratio, factor, tol):
+    if not found:  # a registered slip comes first: a common one is named only where none reproduces the answer
+        for slip in generic_slips(exercise, reference):
+            tol = slip.tolerance if slip.tolerance is not None else tolerance
+            for factor in (slip.factor, 1 / slip.factor) if slip.both_ways else (slip.factor,):
+                if not _matches(ratio, factor, tol):
+                    continue
+                if slip.about is not None and ratios is not None and len(ratios) > 1 and not all(
+                        r > 0 and math.isfinite(r) and _matches(r, factor, tol) for r in ratios):
+                    continue  # a slip about a quantity of the question changes every value of a list alike
                 found.append((factor, slip.text, False))
     if not found:
         return []
-    pool = [f for f in found if f[2]] or found
-    best = min(pool, key=lambda f: abs(math.log(ratio / f[0])))[0]
+    best = min(found, key=lambda f: abs(math.log(ratio / f[0])))[0]
     texts: list[str] = []
     for value, text, _ in found:
         if _same(value, best) and text not in texts:
@@ -774,14 +805,22 @@ def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
 
 
 def _normal_choice(text: str) -> str:
-    """`text` as a choice is compared: case, spaces, hyphens and underscores set aside, "and" / "&" read as "+".
+    """`text` as a choice is compared: case, spaces, hyphens and underscores set aside, "and" / "&" / "/" read as
+    "+", the parts of a combination in any order, a trailing "bound" or "axis" dropped, LaTeX's braces around a
+    subscript dropped.
 
-    "FSDP + TP", "fsdp+tp" and "FSDP and TP" read the same; so do "Reduce-Scatter",
-    "ReduceScatter" and "reduce scatter", and "A[I_X,J_X]" and "A[I_X, J_X]".
+    "FSDP + TP", "fsdp+tp", "FSDP and TP", "TP + FSDP" and "FSDP/TP" read the same; so do "Reduce-Scatter",
+    "ReduceScatter" and "reduce scatter", "A[I_X,J_X]", "A[I_X, J_X]" and "A[I_{X}, J_X]", "compute" and
+    "compute-bound", "Y" and "Y axis".
     """
     text = unicodedata.normalize("NFKC", text).casefold()
-    text = re.sub(r"\s+(?:and|&)\s+|&", "+", text)
-    return re.sub(r"[\s\-_‐‑–]+", "", text)
+    text = re.sub(r"_\{(\w+)\}", r"_\1", text)  # A[I_{XY}, J_Y], as LaTeX writes a subscript
+    text = re.sub(r"\s+(?:and|&)\s+|&|/", "+", text)
+    text = re.sub(r"[\s\-_‐‑–]+", "", text)
+    text = re.sub(r"(?<=\w)(?:bound|axis)$", "", text)  # "compute-bound", "Y axis"
+    if "+" in text and "[" not in text:  # "TP + FSDP" is "FSDP + TP": a combination has no order
+        text = "+".join(sorted(text.split("+")))
+    return text
 
 
 def _compare_choice(exercise: Exercise, answer, reference) -> Verdict:
@@ -798,6 +837,27 @@ def _compare_choice(exercise: Exercise, answer, reference) -> Verdict:
             message += f"\n   {exercise.reason}"
         return Verdict(eid, CORRECT, message)
     return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: not quite — {_shown(answer)} is not the right choice.")
+
+
+def _without_cause(verdict: Verdict) -> Verdict:
+    """`verdict` without its "Likely cause" lines."""
+    message = "\n".join(line for line in verdict.message.split("\n") if not line.lstrip().startswith("Likely cause"))
+    return Verdict(verdict.exercise, verdict.status, message, verdict.rel_error, None)
+
+
+def _same_slip_everywhere(exercise: Exercise, answer, reference, cases, diagnosis: str) -> bool:
+    """True when the learner's function is off by the slip `diagnosis` names on every case: a slip of the method
+    reproduces the whole function, not one call of it (a constant, or a function that ignores an argument,
+    matches a slip on one case by chance)."""
+    for case in cases:
+        try:
+            got = answer(**dict(case))
+            other = _compare_numbers(exercise, got, reference(**dict(case)))
+        except Exception:
+            return False
+        if other.diagnosis != diagnosis:
+            return False
+    return True
 
 
 def _compare_function(exercise: Exercise, answer, reference, cases=None) -> Verdict:
@@ -821,6 +881,8 @@ def _compare_function(exercise: Exercise, answer, reference, cases=None) -> Verd
                            f"did it forget `return`?")
         verdict = _compare_numbers(exercise, got, reference(**dict(case)))
         if verdict.status != CORRECT:
+            if verdict.diagnosis and not _same_slip_everywhere(exercise, answer, reference, cases, verdict.diagnosis):
+                verdict = _without_cause(verdict)
             message = verdict.message.replace("not quite —", f"not quite for {call} —", 1)
             if message == verdict.message:  # not a number (or not the right count): say which call returned it
                 message = message.replace(f"Exercise {eid}: ", f"Exercise {eid}: called with {call}, your function's "

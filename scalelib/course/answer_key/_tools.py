@@ -53,3 +53,23 @@ def define(derivation: Derivation, meanings: Mapping[str, str]) -> Derivation:
 def after(derivation: Derivation, *steps: Derivation) -> Derivation:
     """`derivation` shown after `steps` (a figure it was given as a number, now derived before it)."""
     return replace(derivation, steps=(*steps, *derivation.steps))
+
+
+#: critical_batch_size's definition of both its byte sizes, where the formula it shows uses only the weights'.
+_BOTH_SIZES = re.compile(r"w, x: bytes per value of the weights \(([\w-]+)\) and of the activations \([\w-]+\)")
+
+
+def weights_only(derivation: Derivation) -> Derivation:
+    """`derivation` with its ``where`` lines defining x (bytes per activation) dropped wherever no formula uses x:
+    a critical batch's B = I_crit · w / 2 counts the weights' bytes only (every symbol shown is one used)."""
+    def formulas(node: Derivation) -> str:
+        return " ".join([node.formula] + [formulas(s) for s in node.steps])
+
+    if _uses(formulas(derivation), "x"):
+        return derivation
+
+    def visit(node: Derivation) -> Derivation:
+        where = tuple(_BOTH_SIZES.sub(r"w: bytes per value of the weights (\1)", w) for w in node.where)
+        return replace(node, steps=tuple(visit(s) for s in node.steps), where=where)
+
+    return visit(derivation)

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import define, slip
+from ._tools import define, slip, weights_only
 from ..._derivation import Derivation, explain, q
 from ..._roofline import critical_batch_size, matmul_flops, matmul_roofline, t_comms_s, t_math_s
 from ..._vector import vector_flops_per_s
@@ -72,7 +72,8 @@ register(Exercise(
     unit="FLOP/s",
     mistakes={
         slip(tpu_pod("tpu-v6e").total_flops_per_s(dtype="int8"), tpu_pod("tpu-v6e").total_flops_per_s(dtype="bf16")):
-            "a factor of 2: that is the int8 rate (`int8_ops_per_s`); the question asks for bf16",
+            "a factor of 2: that is twice the dense bf16 rate (the int8 rate, `int8_ops_per_s`, or a figure quoted "
+            "with sparsity); the question asks for dense bf16",
         slip(tpu_pod("tpu-v6e").num_hosts * chip("tpu-v6e").peak_flops_per_s(dtype="bf16"),
              tpu_pod("tpu-v6e").total_flops_per_s(dtype="bf16")):
             f"a factor of {math.prod(chip('tpu-v6e').host_shape)}: you multiplied by the number of hosts "
@@ -172,8 +173,8 @@ register(Exercise(
 
 def _pcie_batch() -> Derivation:
     """Reference for 2.6: intensity ≈ 2·B·D·F / (2·D·F) = B against the PCIe roofline."""
-    return define(explain(critical_batch_size, "tpu-v4p", dtype="bf16", bandwidth="pcie"),
-                  {"C": "TPU v4p's peak bf16 rate", "W": "its PCIe bandwidth (the weights come from host memory)"})
+    return weights_only(define(explain(critical_batch_size, "tpu-v4p", dtype="bf16", bandwidth="pcie"),
+                  {"C": "TPU v4p's peak bf16 rate", "W": "its PCIe bandwidth (the weights come from host memory)"}))
 
 
 register(Exercise(
@@ -220,6 +221,8 @@ register(Exercise(
                                                  * chip("tpu-v5e").clock_ghz_boost * 1e9), _mxus_per_core()):
             "a factor of 2: each cell of the systolic array does one multiply and one add per cycle, "
             "2 FLOPs, so an n x n array does 2·n² FLOPs per cycle",
+        slip(math.ceil(_mxus_per_core().value), _mxus_per_core()):
+            "that is rounded up; the question asks for the ratio itself, unrounded",
     },
 ))
 
@@ -269,6 +272,10 @@ register(Exercise(
     mistakes={
         slip(t_comms_s(_2_9["params"] * bytes_per_value("bf16"), _2_9["chip"], bandwidth="pcie"), _host_load()):
             "a factor of 8: the host has one PCIe link per chip, and its 8 chips load their shares in parallel",
+        slip(t_comms_s(_2_9["params"] * bytes_per_value("bf16") / (math.prod(chip(_2_9["chip"]).host_shape) / 2),
+                       _2_9["chip"], bandwidth="pcie"), _host_load()):
+            "a factor of 2: either too few chips share the copy (a host drives every chip of its `host_shape` "
+            "block, rows times columns), or the weights were counted at 4 bytes per value (bf16 takes 2)",
     },
 ))
 
@@ -331,7 +338,7 @@ register(Exercise(
     title="An int8 matmul's time against its batch, from HBM and from VMEM, as a function",
     reference=lambda: _q4_time_s,
     unit="s",
-    involves={"dtype", "flops"},
+    involves={"dtype", "flops", "peak"},
     kind="function",
     cases=(
         dict(B=1, memory="hbm"),
@@ -457,7 +464,7 @@ register(Exercise(
     title="From host memory into one chip of a TPU v5e 4x4 slice, then a matmul: the least time",
     reference=_q6_bound,
     unit="s",
-    involves={"bandwidth", "dtype", "flops"},
+    involves={"bandwidth", "dtype"},
     mistakes={
         slip(max(_q6_stages(links=2).values()), _Q6_REF):
             "a factor of 2: chip (1, 1) sits inside the 4x4 slice and receives over four ICI links, not two as "

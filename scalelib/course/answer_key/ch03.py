@@ -327,6 +327,16 @@ def _3_7_reference() -> Derivation:
     return define(_listed("[AllGather_X, AllGather_XY, AllReduce_Z]", parts, "s"), _N_AXES)
 
 
+#: The hint for the exact ring formula, (n − 1)/n · V / W, where the question drops (n − 1)/n as the chapter does.
+_RING_EXACT = ("that keeps the ring's (n − 1)/n factor; the question drops it on a ring, as the chapter does, "
+               "so take the approximate form")
+
+
+def _ring_share(n: int) -> float:
+    """(n − 1)/n: what the exact ring formula keeps and the chapter's approximation drops."""
+    return (n - 1) / n
+
+
 def _3_7_slip(index: int, wrong: float) -> tuple[float, ...]:
     times = _3_7_times()
     times_wrong = times.copy()
@@ -345,6 +355,9 @@ register(Exercise(
     unit="s",
     involves=frozenset(),
     mistakes={
+        slip(_3_7_times() * np.array([_ring_share(_V4P_CUBE.shape[0]),
+                                      _ring_share(_V4P_CUBE.shape[0] * _V4P_CUBE.shape[1]),
+                                      _ring_share(_V4P_CUBE.shape[2])]), _3_7_times()): _RING_EXACT,
         _3_7_slip(0, allgather_time_s(_3_7_bytes(1), _V4P_CUBE, axes="X")):
             "for the first, the devices of each Y position gather only their own block: D stays split "
             "over Y, so V is not the whole array",
@@ -519,6 +532,7 @@ register(Exercise(
     unit="s",
     involves=frozenset(),
     mistakes={
+        slip(_3_10_times(comms_factor=(_ring_share(8), _ring_share(8))), _3_10_times()): _RING_EXACT,
         slip(_3_10_times(comms_factor=(1.0, 0.5)), _3_10_times()):
             "the AllReduce after the local matmul makes two passes (a ReduceScatter, then an AllGather), "
             "not one",
@@ -579,7 +593,10 @@ register(Exercise(
     reference=_3_12_reference,
     unit="s",
     involves=frozenset(),
+    rtol=0.005,  # the exact ring formula, 63/64 of the answer, is refused and named
     mistakes={
+        slip(min(_3_12_times().values()) * _ring_share(_V5P_CUBE.num_chips), min(_3_12_times().values())):
+            _RING_EXACT,
         slip(_3_12_times()[_3_12["options"][2]], min(_3_12_times().values())):
             "either the sharding (splitting the contracting dimension J leaves partial sums of the whole C on "
             "every chip, and summing them takes more communication than another sharding needs) or the "
@@ -745,6 +762,7 @@ register(Exercise(
     title="Bytes per link on a one-way ring: AllGather against AllToAll",
     reference=lambda: _q10_reference(False),
     unit="B",
+    involves=frozenset(),
     mistakes={
         slip(_q10(False, alltoall_as_gather=True), _q10(False)):
             "in an AllToAll each block goes only as far as its own destination, not round the whole ring "
@@ -761,6 +779,7 @@ register(Exercise(
     title="Bytes per link on a bidirectional ring",
     reference=lambda: _q10_reference(True),
     unit="B",
+    involves=frozenset(),
     mistakes={
         slip(_q10_one_way_on(_Q10["bidirectional_ring"]), _q10(True)):
             "those are the one-way loads; with links in both directions each link carries less",

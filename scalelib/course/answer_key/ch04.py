@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import _uses, define, slip
+from ._tools import _uses, define, slip, weights_only
 from ..._derivation import Derivation, explain, q
 from ..._einsum import einsum_flops
 from ..._models import ModelSpec, model
@@ -35,7 +35,7 @@ from ..._transformer import (
 )
 
 #: The book's Q1 model: D = 4096, F = 4D, V = 32,000, L = 64, N·H = D with multi-head attention.
-Q1_MODEL = ModelSpec(name="book-q1", source="How to Scale Your Model, ch. 4, Q1",
+Q1_MODEL = ModelSpec(name="the 64-layer model", source="How to Scale Your Model, ch. 4, Q1",
                      L=64, D=4096, F=4 * 4096, N=32, K=32, H=128, V=32000)
 
 #: The book's letters, each defined under the first formula of a derivation that uses it.
@@ -59,7 +59,10 @@ register(Exercise(
     title="Parameters of the book's 64-layer model",
     reference=lambda: _letters(explain(params, Q1_MODEL)),
     unit="params",
+    integer=True,  # a count is exact: one shared embedding table (0.75% fewer) is refused, not credited
     mistakes={
+        slip(params(replace(Q1_MODEL, tied_embeddings=True)), params(Q1_MODEL)):
+            "the question says the input embedding and the output layer are separate tables: count both",
         slip(params(replace(Q1_MODEL, gated=False)), params(Q1_MODEL)):
             "you counted two MLP matrices per layer; a gated MLP has three (two going in, one going out)",
     },
@@ -302,6 +305,7 @@ register(Exercise(
     title="Attention's intensity while LLaMA-3.1-405B verifies drafted tokens (warm-up)",
     reference=_decode_intensity,
     unit="FLOP/B",
+    involves={"dtype"},
     mistakes={
         slip(_decode_intensity(G=1), _decode_intensity()):
             "that is multi-head attention's; LLaMA-3.1-405B shares each key/value head among several query "
@@ -311,6 +315,9 @@ register(Exercise(
         slip(_decode_intensity(T=1), _decode_intensity()):
             "that is the intensity for one new token; here several drafted tokens per sequence are checked in "
             "the same pass, and each K and V value read serves all of them",
+        slip(_decode_intensity().value / 2, _decode_intensity()):
+            "a factor of 2: either the FLOPs were halved for a causal mask (the question counts every drafted "
+            "query against every cached key), or the bytes were counted as f32 values (bf16 takes half as many)",
     },
     book=("Q4",),
 ))
@@ -319,7 +326,7 @@ register(Exercise(
 # 4.9 -------------------------------------------------------------------------
 
 #: the book's Q5 shape (multi-head attention, N·H = D, F = 4D), with D = 6144 in place of the book's 4096
-Q5_MODEL = ModelSpec(name="book-q5", source="How to Scale Your Model, ch. 4, Q5 (D changed)",
+Q5_MODEL = ModelSpec(name="the question's model", source="How to Scale Your Model, ch. 4, Q5 (D changed)",
                      L=1, D=6144, F=4 * 6144, N=48, K=48, H=128, V=32000)
 
 
@@ -430,6 +437,9 @@ register(Exercise(
             "you used the key/value heads; attention's products run over every query head",
         slip(_recomputed(L=1), _recomputed()):
             "that is one layer's; every layer recomputes its own attention",
+        slip(_recomputed().value / 2, _recomputed()):
+            "a factor of 2: either the causal mask was taken to halve the products (the book counts the full "
+            "T×T scores: the matmuls run over every entry, masked or not), or a multiply-add was counted as 1 FLOP",
     },
     book=("Q6",),
 ))
@@ -488,31 +498,42 @@ MIXTRAL_8X22B = ModelSpec(name="mixtral-8x22b", source="mistralai/Mixtral-8x22B-
                           published_params=141e9, published_active_params=39e9)
 
 
-def _mixtral_share(**changes) -> float:
+def _mixtral_counts(**changes) -> np.ndarray:
     spec = replace(MIXTRAL_8X22B, **changes)
-    return params(spec, active=True) / params(spec)
+    used = params(spec, active=True)
+    return np.array([used, params(spec) - used], dtype=float)
 
 
 def _mixtral_active() -> Derivation:
-    """Reference for 4.13: the parameters a token uses over all of them."""
+    """Reference for 4.13: the parameters a token uses, and those it leaves unused (each counted exactly)."""
     used = replace(explain(params, MIXTRAL_8X22B, active=True), symbol="P_used")
     total = replace(explain(params, MIXTRAL_8X22B), symbol="P")
-    share = Derivation("share used", "P_used / P", f"{q(used.value)} / {q(total.value)}", used.value / total.value,
-                       "", (used, total))
-    return _letters(share)
+    both = Derivation("answer", "[P_used, P − P_used]", f"[{q(used.value)}, {q(total.value)} − {q(used.value)}]",
+                      np.array([used.value, total.value - used.value]), "params", (used, total),
+                      where=(f"a token uses P_used / P = {used.value / total.value:.1%} of the parameters",))
+    return _letters(both)
 
+
+_4_13_ROUTERS = MIXTRAL_8X22B.L * MIXTRAL_8X22B.D * MIXTRAL_8X22B.E  # a D x E router per layer
+_4_13_NORMS = (2 * MIXTRAL_8X22B.L + 1) * MIXTRAL_8X22B.D            # two norms per layer and the final one
 
 register(Exercise(
     id="4.13",
-    title="The share of Mixtral 8x22B's parameters a token uses",
+    title="The parameters of Mixtral 8x22B a token uses, and those it leaves unused",
     reference=_mixtral_active,
-    unit="",
+    unit="params",
+    integer=True,  # counted exactly, so the router and the norms (0.01% of the counts) show
     mistakes={
-        slip(MIXTRAL_8X22B.k / MIXTRAL_8X22B.E, _mixtral_share()):
-            "that is the share of the experts a token uses; attention, the router, the norms and the embeddings "
-            "serve every token, so the share of all parameters is larger",
-        slip(_mixtral_share(gated=False), _mixtral_share()):
+        slip([MIXTRAL_8X22B.k / MIXTRAL_8X22B.E * _mixtral_counts().sum(),
+              (1 - MIXTRAL_8X22B.k / MIXTRAL_8X22B.E) * _mixtral_counts().sum()], _mixtral_counts()):
+            "that is the share of the experts a token uses, applied to every parameter; attention, the router, "
+            "the norms and the embeddings serve every token",
+        slip(_mixtral_counts(gated=False), _mixtral_counts()):
             "each expert is a gated MLP of three matrices, not two",
+        slip(_mixtral_counts() - [_4_13_ROUTERS, 0], _mixtral_counts()):
+            "the router is a matrix too, of D x E in every layer, and every token goes through it",
+        slip(_mixtral_counts() - [_4_13_NORMS, 0], _mixtral_counts()):
+            "the norms hold parameters too: D values each, two per layer and a final one",
     },
 ))
 
@@ -563,7 +584,7 @@ def _moe_batch(weight_dtype: str = _4_15["weight_dtype"], dense: bool = False, c
     d = explain(moe_critical_batch_size, _4_15["model"], chip, weight_dtype=weight_dtype)
     if dense:
         return d.steps[0]
-    return define(d, {"C": "TPU v5p's peak bf16 rate (the arithmetic runs in bf16)", "W": "its HBM bandwidth"})
+    return weights_only(define(d, {"C": "TPU v5p's peak bf16 rate (the arithmetic runs in bf16)", "W": "its HBM bandwidth"}))
 
 
 register(Exercise(
@@ -576,7 +597,8 @@ register(Exercise(
             "that is a dense matmul's critical batch; each expert sees only its share of the tokens, so the "
             "whole batch must be larger",
         slip(_moe_batch(weight_dtype="bf16"), _moe_batch()):
-            "the weights are int8: each byte loaded serves more FLOPs than a bf16 weight's byte",
+            "either the weights were counted as bf16 (they are int8: each byte loaded serves twice the FLOPs), "
+            "or each expert was given 1/E of the tokens (each token goes to k experts: an expert sees k/E of them)",
         slip(_moe_batch(chip="tpu-v5e"), _moe_batch()):
             "the question is about a TPU v5p: use its peak FLOP/s and HBM bandwidth",
     },

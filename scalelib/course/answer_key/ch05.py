@@ -49,7 +49,8 @@ def _gqa_13b(gated: bool = True, K: int | None = None) -> Derivation:
     """Reference for 5.1: LLaMA-2 13B's parameters with K key/value heads (grouped-query attention)."""
     m = model("llama-2-13b")
     K = _5_1["K"] if K is None else K
-    spec = m.derive(f"llama-2-13b-k{K}{'' if gated else '-ungated'}", K=K, gated=gated)
+    # the name is what the success text shows: a reader's words, not an internal key
+    spec = m.derive(f"LLaMA-2 13B with {K} key/value heads{'' if gated else ', ungated'}", K=K, gated=gated)
     return _letters(explain(params, spec))
 
 
@@ -174,9 +175,9 @@ def _scheme_reason() -> str:
     cube, m = _s_slice(), model(S["model"])
     state = training_state_bytes(m, grad_dtype=None)
     return (f"Pure DP needs the whole {fmt(state, 'B')} state on each {fmt(cube.spec.hbm_bytes, 'B')} chip; FSDP "
-            f"fits, but over all three axes it needs {data_parallel_critical_batch(cube):.0f} tokens per chip and "
-            f"gets {S['B'] / cube.num_chips:.0f}; FSDP + TP needs only α² / (2F) ≈ "
-            f"{fsdp_tensor_parallel_critical_batch(m.F, cube):.0f} (F = {m.F}).")
+            f"fits, but over all three axes its {S['B'] / cube.num_chips:.0f} tokens per chip fall short of what "
+            f"its collectives need to hide behind the arithmetic; with tensor parallelism inside FSDP the tokens "
+            f"each chip needs fall with the MLP's width, and this batch clears them.")
 
 
 register(Exercise(
@@ -240,7 +241,7 @@ register(Exercise(
     title="Gemma 2 27B's step time at 40% MFU on 4096 v5p chips",
     reference=_step,
     unit="s",
-    involves=frozenset({"dtype", "flops"}),
+    involves={"flops", "peak"},
     mistakes={
         slip(_step(per_param_token=2), _step()):
             "that counts the forward pass only; a training step is a forward and a backward",
@@ -355,7 +356,7 @@ register(Exercise(
 
 # 5.10 ------------------------------------------------------------------------
 
-_5_10 = dict(model="llama-3-8b", gpus=32)
+_5_10 = dict(model="llama-2-13b", gpus=32)  # not LLaMA 3-8B: its parameter count is exercise 6.1's answer
 
 
 def _zero(stage: int = 2) -> Derivation:
@@ -366,7 +367,7 @@ def _zero(stage: int = 2) -> Derivation:
 
 register(Exercise(
     id="5.10",
-    title="ZeRO stage 2's memory per GPU for LLaMA 3-8B on 32 GPUs",
+    title="ZeRO stage 2's memory per GPU for LLaMA 2-13B on 32 GPUs",
     reference=_zero,
     unit="B",
     mistakes={

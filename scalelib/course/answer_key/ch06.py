@@ -130,7 +130,7 @@ register(Exercise(
     title="LLaMA 3-8B's FLOPs for 15T tokens, in years of one v5p",
     reference=_total_and_years,
     unit="",
-    involves=frozenset({"flops", "dtype"}),
+    involves={"flops", "peak"},
     mistakes={
         slip(_total_and_years(2), _total_and_years()): "that counts a forward pass only; a training step also "
                                                        "runs the backward",
@@ -157,10 +157,12 @@ register(Exercise(
     title="Days for LLaMA 3-8B on a v5p 16x16x8 at 40% MFU",
     reference=_days,
     unit="days",
-    involves=frozenset({"flops", "dtype"}),
+    involves={"flops", "peak"},
     mistakes={
         slip(_days(mfu=1.0), _days()): "that is at the full peak; the step uses only the question's share of it",
-        slip(_days(peak="int8"), _days()): "that uses the int8 peak; training runs in bf16",
+        slip(_days(peak="int8"), _days()):
+            "a factor of 2: either the step ran at the int8 peak (training runs in bf16), or on twice the chips "
+            "(a 16x16x8 slice is 16·16·8 chips)",
         slip(_days(unit_days=False), _days()): "that is in seconds; the question asks for days",
     },
     book=("Text Q4",),
@@ -320,7 +322,7 @@ register(Exercise(
     title="LLaMA 3-8B's step on four v5p 16x16x16 slices at 40% MFU",
     reference=_four_step,
     unit="s",
-    involves=frozenset({"flops", "dtype"}),
+    involves={"flops", "peak"},
     mistakes={
         slip(_four_step(slices=1), _four_step()): "that is one slice; the four slices share the step's work",
         slip(_four_step(mfu=1.0), _four_step()): "that is at the full peak; the step uses only the question's "

@@ -445,7 +445,8 @@ register(Exercise(
     integer=True,
     mistakes={
         slip(_mp_batch("bf16"), _mp_batch()):
-            "the weights are int8 here: each shard reads fewer bytes, so the ICI time catches up with it sooner",
+            "a factor of 2 in the bytes: either the weights were taken as bf16 (they are int8: each shard reads "
+            "fewer bytes, so the ICI time catches up with it sooner), or the activations as int8 (they are bf16)",
         slip(_mp_batch(axes="Y"), _mp_batch()):
             "a chip moves activations over both axes of the slice at once: add the two axes' bandwidths",
         slip(_mp_batch(axes="X"), _mp_batch()):
@@ -508,6 +509,9 @@ register(Exercise(
                                           "generated",
         slip(_generate_batch() / ANSWER_TOKENS, _freed()):
             "that is sequences finished per step; each frees its whole cache",
+        slip(_generate_batch() / ANSWER_TOKENS * SHORT, _freed()):
+            "the batch is sized with caches of the prompt's length, but a sequence frees everything its cache holds "
+            "when it finishes, not the prompt's length",
     },
     book=("Text Q11",),
 ))

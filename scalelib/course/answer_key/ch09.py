@@ -202,8 +202,8 @@ register(Exercise(
         slip(_scores_pair(value_bytes=4), _9_4_REF):
             "check the bytes per value: q, k and the scores are bf16",
         slip(_scores_pair(flops_per_mac=1), _9_4_REF):
-            "either you counted a multiply-add as one FLOP (it is two), or you took the chip's int8 peak for "
-            "bf16 arithmetic",
+            "either you counted a multiply-add as one FLOP (it is two), or halved the scores for the causal mask "
+            "(the einsum computes every entry, masked or not), or took the chip's int8 peak for bf16 arithmetic",
     },
 ))
 

@@ -202,9 +202,14 @@ def _matmul(a, w, *, mesh):
     return a.astype(np.float64) @ w.astype(np.float64)
 
 
+#: 10.6 to 10.8 contract over X and split the batch over Y: the chapter's worked versions (cells of
+#: book/ch10_jax.ipynb) contract over Y, so a learner writes the variant rather than lifting them.
+_AR_ARRAYS = ["A[B_Y, D_X]", "W[D_X, F]"]
+
+
 def _half_output_block(sizes, mesh):
-    """Bytes of half a device's [B/X, F] block of the result (f32): no one all-reduce may carry more."""
-    return sizes["B"] // mesh["X"] * sizes["F"] * F32 / 2
+    """Bytes of half a device's [B/Y, F] block of the result (f32): no one all-reduce may carry more."""
+    return sizes["B"] // mesh["Y"] * sizes["F"] * F32 / 2
 
 
 register(Exercise(
@@ -215,12 +220,12 @@ register(Exercise(
     rtol=1e-4,
     points=2,
     cases=(
-        _case(M24, {"B": 64, "D": 128, "F": 256}, ["A[B_X, D_Y]", "W[D_Y, F]"], 11),
-        _case(M42, {"B": 64, "D": 64, "F": 128}, ["A[B_X, D_Y]", "W[D_Y, F]"], 12),
+        _case(M24, {"B": 64, "D": 128, "F": 256}, _AR_ARRAYS, 11),
+        _case(M42, {"B": 64, "D": 64, "F": 128}, _AR_ARRAYS, 12),
     ),
     rule=CollectiveRule(forbid=("all-gather", "reduce-scatter", "all-to-all"),
                         max_bytes={"all-reduce": _half_output_block},
-                        why="One all-reduce of the whole [B/X, F] block can only start once the local matmul has "
+                        why="One all-reduce of the whole [B/Y, F] block can only start once the local matmul has "
                             "finished, so nothing overlaps: compute the result a tile of F at a time and reduce each "
                             "tile while the next is computed (inside a jax.lax.fori_loop, so that XLA does not merge "
                             "the tiles' all-reduces back into one)."),
@@ -233,11 +238,11 @@ register(Exercise(
 # 10.7 ------------------------------------------------------------------------
 
 def _output_block(sizes, mesh):
-    """Bytes of one device's [B/X, D/Y] block of the result (f32): the partial sum one step may pass on."""
-    return sizes["B"] // mesh["X"] * (sizes["D"] // mesh["Y"]) * F32
+    """Bytes of one device's [B/Y, D/X] block of the result (f32): the partial sum one step may pass on."""
+    return sizes["B"] // mesh["Y"] * (sizes["D"] // mesh["X"]) * F32
 
 
-_RS_ARRAYS = ["T[B_X, F_Y]", "W2[F_Y, D]"]
+_RS_ARRAYS = ["T[B_Y, F_X]", "W2[F_X, D]"]  # contracted over X: the chapter's cell contracts over Y
 _RS_FORBID = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
 
 register(Exercise(
@@ -254,10 +259,10 @@ register(Exercise(
     rule=CollectiveRule(forbid=_RS_FORBID, require=("collective-permute",),
                         max_bytes={"collective-permute": _output_block},
                         why="At each step a device adds its own contribution to one block of the output and hands "
-                            "that block to its neighbour (jax.lax.ppermute); after Y - 1 steps each device holds the "
-                            "finished block it keeps. Pass one [B/X, D/Y] block per step, never the whole partial "
-                            "result."),
-    reason="Y - 1 steps, each passing one [B/X, D/Y] block of partial sums while the next block's contribution is "
+                            "that block to its neighbour along X (jax.lax.ppermute); after X - 1 steps each device "
+                            "holds the finished block it keeps. Pass one [B/Y, D/X] block per step, never the whole "
+                            "partial result."),
+    reason="X - 1 steps, each passing one [B/Y, D/X] block of partial sums while the next block's contribution is "
            "multiplied: the bytes of one ReduceScatter, spread over the matmul.",
     book=("Q3",),
 ))
@@ -274,7 +279,7 @@ register(Exercise(
     points=2,
     cases=(
         _case(M24, {"B": 64, "F": 256, "D": 128}, _RS_ARRAYS, 15),
-        _case({"X": 1, "Y": 8}, {"B": 32, "F": 128, "D": 128}, _RS_ARRAYS, 16),
+        _case({"X": 8, "Y": 1}, {"B": 32, "F": 128, "D": 128}, _RS_ARRAYS, 16),
     ),
     rule=CollectiveRule(forbid=_RS_FORBID, require=("collective-permute",), both_ways=True,
                         max_bytes={"collective-permute": lambda sizes, mesh: _output_block(sizes, mesh) / 2},

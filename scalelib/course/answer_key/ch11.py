@@ -123,7 +123,7 @@ register(Exercise(
 
 # 11.2 ----------------------------------------------------------------------
 
-def _chips(b=None, *, mfu=None, attention=True, rounded=True, forward_only=False) -> Derivation:
+def _chips(b=None, *, mfu=None, attention=True, rounded=False, forward_only=False) -> Derivation:
     b = b or sample()
     name = _chosen(b)
     f = _flops(b, attention=attention)
@@ -132,8 +132,9 @@ def _chips(b=None, *, mfu=None, attention=True, rounded=True, forward_only=False
     c = chip(name).peak_flops_per_s()
     exact = flops / (c * m * b.deadline_days * 86400)
     n = chips_for_deadline(flops, name, b.deadline_days, m) if rounded else exact
-    return Derivation("chips", "⌈F / (C·MFU·T_d)⌉",
-                      f"⌈{q(flops, 'FLOP')} / ({q(c, 'FLOP/s')}·{m:g}·{b.deadline_days:g}·86400 s)⌉",
+    ceil = ("⌈", "⌉") if rounded else ("", "")
+    return Derivation("chips", f"{ceil[0]}F / (C·MFU·T_d){ceil[1]}",
+                      f"{ceil[0]}{q(flops, 'FLOP')} / ({q(c, 'FLOP/s')}·{m:g}·{b.deadline_days:g}·86400 s){ceil[1]}",
                       float(n), "chips", (f,),
                       where=(f"C: a {name}'s bf16 peak; MFU: {b.mfu:.0%}, the utilisation the brief plans with; "
                              f"T_d: the deadline in seconds",))
@@ -144,9 +145,11 @@ register(Exercise(
     title="Chips to finish by the deadline",
     reference=lambda: _chips(),
     unit="chips",
-    integer=True,
+    # the count before rounding, as the question asks: rounded, a slip of a few percent (6·P·D without attention)
+    # lands on the same whole number of chips, and a small brief (3 B200s) would credit it
+    rtol=0.005,
     mistakes=_PerBrief(lambda: {
-        slip(_chips(rounded=False), _chips()): "a fractional chip rounded down misses the deadline; round up",
+        slip(_chips(rounded=True), _chips()): "that is rounded up; the question asks for the count before rounding",
         slip(_chips(mfu=1.0), _chips()): "the chips run at the brief's MFU, not at their peak",
         slip(_chips(attention=False), _chips()): "6·P·D leaves out attention's own FLOPs (chapter 4)",
         slip(_chips(forward_only=True), _chips()): "training runs the backward pass too, twice the forward's FLOPs",
@@ -234,7 +237,7 @@ register(Exercise(
     unit="chips",
     integer=True,
     mistakes=_PerBrief(lambda: {
-        slip(_chips(), _slice()): "that is the deadline formula's count; the slice must come in a size the chip "
+        slip(_chips(rounded=True), _slice()): "that is the deadline formula's count; the slice must come in a size the chip "
                                   "is offered in, and its best searched plan must meet the deadline",
         slip(_slice(mfu=1.0), _slice()): "the plan search prices a step at peak; the brief plans at its MFU",
     }, 0.005),
@@ -357,11 +360,13 @@ def _usd_per_million(b=None, name=None, *, per_slice=False) -> Derivation:
     rate = Derivation("r", "B / T_step" + ("" if per_slice else " / n"),
                       f"{q(batch.value)} / {q(step.value, 's')}" + ("" if per_slice else f" / {n}"),
                       per_chip, "tokens/s", (step,),
-                      where=(f"B: the largest batch within the target on this slice; n: {n} {name} chips in the slice",))
-    price = usd_per_chip_hour(name)
-    usd = cost_per_million_tokens(per_chip, name)
+                      where=(f"the batch B is the largest within the target on this slice; n: {n} {name} chips in "
+                             f"the slice",))
+    price = b.serve_price(name)
+    usd = price / 3600 / per_chip * 1e6
     return Derivation("USD per 1e6 tokens", "price / 3600 / r · 1e6", f"{price:g} / 3600 / {q(per_chip)} · 1e6",
-                      usd, "USD", (rate,), where=(f"price: USD per {name} chip-hour; r: tokens/s per chip",))
+                      usd, "USD", (rate,), where=(f"price: USD per {name} chip-hour, the brief's; r: tokens/s per "
+                                                  f"chip",))
 
 
 register(Exercise(
@@ -493,12 +498,21 @@ def _v5e_slice(b):
                           batch=capstone.SERVE_SLICE_SEQUENCES, context=b.context)
 
 
-def _with_collectives(b=None, *, comms=1.0, layers=True) -> Derivation:
-    """The generate step on the v5e slice at its largest batch within the target, its collectives added."""
+def _one_size_up(topo):
+    """The v5e slice of chapter 8's next shape after `topo`'s: twice the chips."""
+    shapes = [tuple(s) for s in SLICES_2D]
+    return tpu_slice(shapes[shapes.index(tuple(topo.shape)) + 1], "tpu-v5e")
+
+
+def _with_collectives(b=None, *, comms=1.0, layers=True, bigger=True) -> Derivation:
+    """The generate step, its collectives added, on the v5e slice one size up from the brief's smallest, at the
+    batch the smallest slice allows within the target without collectives (the chapter works the smallest slice
+    only: this asks what doubling it does)."""
     b = b or sample()
-    topo = _v5e_slice(b)
+    small = _v5e_slice(b)
+    topo = _one_size_up(small) if bigger else small
     kw = dict(context=b.context, weight_dtype=b.weight_dtype, kv_dtype=b.kv_dtype)
-    batch = max_batch_within_latency(b.model, topo, latency_s=b.latency_s, **kw)
+    batch = max_batch_within_latency(b.model, small, latency_s=b.latency_s, **kw)
     step = _short(explain(generate_step_time_s, b.model, topo, batch=batch, **kw))
     ici = explain(generate_comms_time_s, b.model, topo, batch=int(batch))
     text = "one collective of the activations over all the axes of the slice (chapter 3)"
@@ -506,14 +520,14 @@ def _with_collectives(b=None, *, comms=1.0, layers=True) -> Derivation:
     ici = replace(ici, steps=tuple(shown))
     t_ici = ici.value * comms / (1 if layers else _model(b.model).L)
     return Derivation("T", "T_step + T_ici", f"{q(step.value, 's')} + {q(t_ici, 's')}", step.value + t_ici, "s",
-                      (step, ici), where=(f"B: {batch:.0f} sequences, the largest batch within the "
-                                          f"{q(b.latency_s, 's')} target without collectives, on the slice "
-                                          f"{topo!r}; D, x: the model width and bytes per activation",))
+                      (step, ici), where=(f"the batch, {batch:.0f} sequences, is the largest within the "
+                                          f"{q(b.latency_s, 's')} target without collectives on the smallest "
+                                          f"slice {small!r}, here on {topo!r}",))
 
 
 register(Exercise(
     id="11.11",
-    title="Collectives inside the latency budget",
+    title="Collectives inside the latency budget, on a slice twice as large",
     reference=lambda: _with_collectives(),
     unit="s",
     rtol=0.02,
@@ -523,6 +537,8 @@ register(Exercise(
         slip(_with_collectives(comms=0.5), _with_collectives()): "both blocks of a layer, attention and MLP, "
                                                                  "gather their input and reduce-scatter their output",
         slip(_with_collectives(layers=False), _with_collectives()): "every layer runs its own collectives",
+        slip(_with_collectives(bigger=False), _with_collectives()): "that is the smallest slice; the question asks "
+                                                                    "about the slice one size up, twice the chips",
     }, 0.02),
     per_learner=True,
 ))

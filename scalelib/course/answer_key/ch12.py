@@ -76,6 +76,7 @@ register(Exercise(
     title="Critical intensities of an H200 and a B200 in fp8 (warm-up)",
     reference=_fp8_intensities,
     unit="FLOP/B",
+    involves={"peak"},
     mistakes={
         slip(_fp8_intensities(dtype="bf16"), _fp8_intensities()):
             "those are the bf16 intensities; take each chip's fp8 rate (`fp8_flops_per_s`)",
@@ -302,6 +303,9 @@ register(Exercise(
              allgather_time_s(_12_8_BYTES, _NODE, group=8)):
             "a factor of 2: NVLink's 450 GB/s per H100 is per direction (the bidirectional total is 900 GB/s); "
             "and a bf16 value takes 2 bytes",
+        slip(allgather_time_s(2 * _12_8_BYTES, _NODE, group=8), allgather_time_s(_12_8_BYTES, _NODE, group=8)):
+            "a factor of 2: either the array was counted at 4 bytes per value (a bf16 value takes 2), or each GPU "
+            "was given half of NVLink's per-direction bandwidth",
     },
     book=("Quiz 2 Q3",),
 ))
@@ -743,7 +747,7 @@ register(Exercise(
     title="Two fp16 matmuls on a B200: memory- or compute-bound, and how long",
     reference=_b200_matmuls,
     unit="s",
-    involves={"dtype", "flops"},
+    involves={"dtype", "flops", "peak"},
     mistakes={
         slip([_12_22_MATH[0], _b200_matmul_part("t_lower_s")[1]], _b200_matmuls()):
             "with 64 rows the matmul is far below the B200's critical intensity: it waits on HBM, so moving "
@@ -1055,8 +1059,8 @@ register(Exercise(
     mistakes={
         slip(_12_33_BYTES * 15 / 16 / _TWO_NODES.nvlink_bytes_per_s_per_gpu,
              hierarchical_allgather_time_s(_12_33_BYTES, _TWO_NODES)):
-            "you charged (N − 1)/N over all 16 GPUs on NVLink; each level is a ring of its own: 8 GPUs in a "
-            "node (7/8 of V over NVLink), 2 nodes above it (1/2 of V over the egress)",
+            "you charged (N − 1)/N over all 16 GPUs on NVLink; each level of the hierarchy is a ring of its own, "
+            "with its own number of members and its own bandwidth",
         slip(_12_33_BYTES / (2 * _TWO_NODES.node_egress_bytes_per_s),
              hierarchical_allgather_time_s(_12_33_BYTES, _TWO_NODES)):
             "that is the level between the two nodes; the NVLink level inside each node is slower here and binds",
@@ -1122,7 +1126,7 @@ register(Exercise(
     title="How long LLaMA-3-70B trains on 4096 H100s at 45% MFU",
     reference=_training_time,
     unit="s",
-    involves={"dtype", "flops"},
+    involves={"flops", "peak"},
     mistakes={
         slip(t_math_s(6 * _LLAMA_70B["params"] * _LLAMA_70B["tokens"] / _LLAMA_70B["gpus"], "h100"), _training_time()):
             "that is at the full peak; at 45% MFU the GPUs do only 0.45 of it",
@@ -1130,6 +1134,11 @@ register(Exercise(
                       efficiency=_LLAMA_70B["mfu"]), _training_time()):
             "that counts the forward pass only; training does the forward and a backward pass twice as costly: "
             "6 FLOPs per parameter per token",
+        # the data sheet's fp8 and "with sparsity" (2:4) rates are each twice the dense bf16 rate
+        slip(_training_time().value / 2, _training_time()):
+            "a factor of 2: either the rate is twice the dense bf16 one (the data sheet's fp8 or 2:4-sparsity "
+            "figure; training runs dense, in bf16), or a multiply-add was counted as 1 FLOP (3 FLOPs per "
+            "parameter per token instead of 6)",
     },
     book=("Quiz 5 Q2",),
 ))
