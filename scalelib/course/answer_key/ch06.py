@@ -425,7 +425,7 @@ _6_14 = dict(nodes=1024, efficiency=0.75)
 
 def _h100(efficiency: float | None = None) -> Derivation:
     eff = _6_14["efficiency"] if efficiency is None else efficiency
-    # ranked by the roofline, which the efficiency calibrates (the default, the calibrated estimate, has its own)
+    # ranked by the roofline (the default ranking), which the efficiency calibrates
     found = explain(search_plans, BIG, BIG_B, gpu_cluster(_6_14["nodes"], "h100"), seq_len=T, efficiency=eff,
                     rank="roofline")
     step = found.value
