@@ -55,8 +55,10 @@ import numpy as np
 
 from .._errors import InvalidValueError
 from .._units import fmt
-from .check import CORRECT, INCORRECT, NOT_ATTEMPTED, VERDICT_KEY, Verdict, exercises, get_exercise, verdict
-from .record import ANSWER_MIME, CALLS_MIME, MAX_VALUES, case_key, decode_number, encode_cases
+from .check import exercises, get_exercise, verdict
+from .record import ANSWER_MIME, CALLS_MIME, case_key, encode_cases
+from .verdict import CORRECT, INCORRECT, NOT_ATTEMPTED, VERDICT_KEY, Verdict
+from .verdict import Malformed as _Malformed, decode as _decode
 
 #: Status of an exercise of the notebook's chapter that no cell answered.
 MISSING = "missing"
@@ -789,43 +791,12 @@ _CALL_RESULTS = ("value", "none", "not implemented", "error", "timeout")
 _JAX_RESULTS = _CALL_RESULTS + ("unavailable",)
 
 
-class _Malformed(ValueError):
-    """An answer record that sl.check cannot have written (written by hand?)."""
-
-
 def _expected(exercise) -> str:
     if exercise.kind == "choice":
         return "one of " + ", ".join(map(repr, exercise.choices))
     if exercise.kind in ("function", "jax"):
         return "a function"
     return "a number" + (f" in {exercise.unit}" if exercise.unit else "") + " (or a list of numbers)"
-
-
-def _decode(answer: dict):
-    """The Python value a recorded (non-function) answer stands for; raises _Malformed."""
-    if not isinstance(answer, dict):
-        raise _Malformed("not a record")
-    kind = answer.get("kind")
-    try:
-        if kind == "none":
-            return None
-        if kind == "number":
-            return decode_number(answer["value"])
-        if kind == "numbers":
-            shape, values = answer["shape"], answer["values"]
-            if not (isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                                                    for n in shape) and isinstance(values, list)):
-                raise _Malformed("bad shape or values")
-            if len(values) > MAX_VALUES or int(np.prod(shape)) != len(values):
-                raise _Malformed("the values do not fill the shape")
-            return np.array([decode_number(v) for v in values], dtype=float).reshape(shape)
-        if kind == "text":
-            if not isinstance(answer["value"], str):
-                raise _Malformed("text that is not a string")
-            return answer["value"]
-    except (KeyError, ValueError, TypeError) as err:
-        raise _Malformed(str(err)) from None
-    raise _Malformed(f"unknown kind {kind!r}")
 
 
 def _unreadable_value(answer: dict):

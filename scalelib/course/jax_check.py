@@ -40,7 +40,7 @@ from .._errors import InvalidValueError
 from .._jax_bridge import KINDS, _arrays, parse_collectives
 from .._jax_collectives import input_values
 from .._units import fmt
-from .check import CORRECT, INCORRECT, NOT_ATTEMPTED, Verdict, _cut
+from .verdict import CORRECT, INCORRECT, NOT_ATTEMPTED, Malformed, Verdict, cut as _cut, decode
 
 #: What a call of the learner's function in the kernel can come to.
 RESULTS = ("value", "none", "not implemented", "error", "timeout", "unavailable")
@@ -264,8 +264,6 @@ def value_problem(exercise, got, want, apply=None) -> tuple[str | None, str | No
 
 def _decode_output(answer):
     """The learner's output as an array, or a text saying what it was instead."""
-    from .grade import _Malformed, _decode  # the grader's reading of a recorded value
-
     kind = answer.get("kind") if isinstance(answer, dict) else None
     if kind == "unreadable":
         return None, (f"your function returned {str(answer.get('type', 'an object'))[:60]} "
@@ -278,8 +276,8 @@ def _decode_output(answer):
     if kind == "none":
         return None, "your function returned None; did it forget `return`?"
     try:
-        return np.asarray(_decode(answer), dtype=float), None
-    except _Malformed as err:
+        return np.asarray(decode(answer), dtype=float), None
+    except Malformed as err:
         raise ValueError(f"a malformed output ({err})") from None
 
 

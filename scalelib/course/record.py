@@ -33,12 +33,12 @@ import signal
 import threading
 from typing import Any
 
+from .verdict import MAX_VALUES, decode_number  # noqa: F401 - decode_number: encode_number's inverse, re-exported
+
 #: MIME type of a recorded answer in a cell's output.
 ANSWER_MIME = "application/vnd.scalelib.answer+json"
 #: MIME type of the results of :func:`call_recorded`.
 CALLS_MIME = "application/vnd.scalelib.calls+json"
-#: Most values a list answer may hold; a longer one is recorded as unreadable.
-MAX_VALUES = 100_000
 #: Most characters of a text answer that are recorded.
 MAX_TEXT = 1_000
 #: Most characters of an exercise id, a type name, a repr or an error message that are recorded.
@@ -65,13 +65,6 @@ def _safe_repr(value) -> str:
 def encode_number(x: float) -> str:
     """`x` as text that :func:`decode_number` reads back exactly (``nan`` and ``inf`` included)."""
     return repr(float(x))
-
-
-def decode_number(text) -> float:
-    """The float :func:`encode_number` wrote; raises ValueError on anything else."""
-    if not isinstance(text, str) or len(text) > 40:
-        raise ValueError(f"not an encoded number: {_short(repr(text), 60)}")
-    return float(text)
 
 
 def describe(answer) -> dict:

@@ -63,6 +63,7 @@ from pathlib import Path
 
 from .._errors import ScalelibError
 from .record import ANSWER_MIME, CALLS_MIME
+from .verdict import GRADING_ENV
 
 #: The kernelspec name written into each sandbox.
 KERNEL_NAME = "scalelib-grading"
@@ -436,8 +437,6 @@ class Sandbox:
 
     def env(self) -> dict[str, str]:
         """The kernel's whole environment: nothing of the instructor's own."""
-        from .check import GRADING_ENV
-
         python_bin = str(Path(sys.executable).parent)
         return {
             "PATH": os.pathsep.join([python_bin, "/usr/local/bin", "/usr/bin", "/bin"]),
@@ -665,8 +664,6 @@ def probe() -> None:
         answer_key = True
     except Exception:  # noqa: BLE001
         answer_key = False
-    from .check import GRADING_ENV
-
     display({"text/plain": "grading kernel ready",
              PROBE_MIME: {"scalelib": scalelib.__file__, "answer_key": answer_key,
                           "grading": os.environ.get(GRADING_ENV) == "1"}}, raw=True)
