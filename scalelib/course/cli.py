@@ -55,11 +55,20 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--notebook-timeout", metavar="SECONDS", type=_positive_seconds, default=600.0,
                    help="seconds all of a notebook's cells may run together (default: 600)")
     g.add_argument("--memory", metavar="SIZE", type=_memory_size, default="4G",
-                   help="address-space limit of each kernel, e.g. 2G or 512M; 0 for none (default: 4G)")
+                   help="memory of each kernel, e.g. 2G or 512M; 0 for none (default: 4G): the limit of a cgroup "
+                   "holding the kernel and every process it starts, together, where one can be made (the grader "
+                   "runs as root), and always the address space of each of its processes (RLIMIT_AS)")
+    g.add_argument("--home-size", metavar="SIZE", type=_home_size, default="512M",
+                   help="size of each kernel's home folder, a tmpfs of its own in the sandbox: all the files it "
+                   "writes together (default: 512M)")
     g.add_argument("--max-output", metavar="SIZE", type=_output_size, default="4M",
                    help="most output a notebook may print or display; the rest is dropped (default: 4M)")
     g.add_argument("--seed", metavar="N", type=int, default=None,
                    help="seed of the cases drawn for function exercises (default: a fresh one, reported)")
+    g.add_argument("--draw-seed", metavar="N", type=int, default=None,
+                   help="seed of the JAX exercises' second draws of inputs (default: a fresh one from the operating "
+                   "system's randomness, recorded in gradebook.json as draw_seed); with --seed, grades a run again "
+                   "on the same inputs")
     g.add_argument("--strict", action="store_true",
                    help="exit 1 if any notebook could not be graded (failed, or chapter unknown)")
     g.add_argument("--chapter", metavar="N", type=int, default=None,
@@ -156,6 +165,18 @@ def _memory_size(text: str):
     return size
 
 
+def _home_size(text: str) -> int:
+    from .grade import parse_size
+
+    try:
+        size = parse_size(text)
+    except ScalelibError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if size < 2**20:
+        raise argparse.ArgumentTypeError(f"expected at least 1M, got {text!r}")
+    return size
+
+
 def _output_size(text: str) -> int:
     from .grade import parse_size
 
@@ -174,11 +195,12 @@ def _grade(args) -> int:
     from .grade import load_roster
 
     limits = Limits(cell_timeout_s=args.timeout, notebook_timeout_s=args.notebook_timeout,
-                    memory_bytes=args.memory, max_output_bytes=args.max_output, unsafe=args.unsafe)
+                    memory_bytes=args.memory, max_output_bytes=args.max_output, unsafe=args.unsafe,
+                    home_bytes=args.home_size)
     collect(args.notebooks)  # a missing path is reported before anything runs
     roster = load_roster(args.roster) if args.roster else None
     book = grade(args.notebooks, limits, seed=args.seed, chapter=args.chapter, roster=roster, jobs=args.jobs,
-                 on_graded=lambda g: print(report_block(g) + "\n", flush=True))
+                 draw_seed=args.draw_seed, on_graded=lambda g: print(report_block(g) + "\n", flush=True))
     print(book.summary())
     written = book.write(args.out, canvas_assignment=args.canvas)
     print(f"gradebook: {written[0]}, {written[1]}; feedback: {sum(p.parent.name == 'feedback' for p in written)} "
