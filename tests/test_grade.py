@@ -539,3 +539,21 @@ def test_the_instructors_page_is_on_the_site_and_says_what_is_not_protected():
     for needed in ("--out gradebook", "bubblewrap sandbox", "--unsafe", "**not** protect", "SOLUTIONS=no",
                    "--gradescope"):
         assert needed in section, needed
+
+
+def test_a_second_draw_is_judged_on_the_seed_the_grader_sent_never_one_the_kernel_names():
+    from scalelib.course.grade import _merge_second_draws, second_draw_seeds
+
+    seeds = second_draw_seeds("10.3", 2, 7)
+    assert seeds == second_draw_seeds("10.3", 2, 7) and seeds != second_draw_seeds("10.3", 2, 8)
+    assert all(10**6 <= s < 10**9 for s in seeds)
+    out1, out2 = record.describe(np.ones(4)), record.describe(np.zeros(4))
+    first = [{"result": "value", "answer": out1, "hlo": "", "replicated": True, "seed2": 5, "answer2": out1},
+             {"result": "error", "type": "ValueError", "message": "no"}]
+    merged = _merge_second_draws(first, [{"result": "value", "answer": out2, "seed2": 99}, {"result": "skipped"}],
+                                 seeds)
+    assert merged[0] == {**first[0], "seed2": seeds[0], "answer2": out2}  # the kernel's own seed2s are ignored
+    assert merged[1] == first[1]
+    assert _merge_second_draws(first[:1], [{"result": "timeout", "limit_s": 1.0}], seeds) == [
+        {"result": "timeout", "limit_s": 1.0}]  # what stopped the second run is the function's result
+    assert "answer2" not in _merge_second_draws(first[:1], [], seeds)[0]  # never run: judged so

@@ -3,10 +3,14 @@
 ``scalelib grade FOLDER_OR_FILES... --out DIR`` (or :func:`grade`) grades each
 notebook on its own, and no notebook can cost another learner anything:
 
-1. **Snapshot.** Every notebook is read once, before any runs, and rebuilt from its
-   cells' sources only: stored outputs (forged verdicts, outputs on Markdown or
-   blank cells, outputs under ``skip-execution`` tags) are discarded; only what
-   runs in this grading run counts. A later write to the file changes nothing.
+1. **Snapshot.** Learners are named first, from the files' paths (and the roster);
+   then each notebook is read just before it is graded (never all at once), and
+   rebuilt from its cells' sources only: stored outputs (forged verdicts, outputs
+   on Markdown or blank cells, outputs under ``skip-execution`` tags) are
+   discarded; only what runs in this grading run counts. An older notebook
+   (nbformat 3, 4.0 to 4.4) is converted first. No kernel can reach another
+   submission's file: the sandbox shows it none (with ``--unsafe`` a kernel has
+   the grader's rights, and could).
 2. **Chapter.** From the notebook's metadata (``metadata["scalelib"]["chapter"]``,
    which ``make exercises`` writes), else from its file name (``chNN``). A notebook
    whose chapter cannot be told is reported ("chapter unknown") and not run.
@@ -18,8 +22,15 @@ notebook on its own, and no notebook can cost another learner anything:
    after a cell records a function, the grader calls it in the kernel on the
    exercise's registered cases plus cases drawn for this run (the registered
    ones' numbers varied at random, their types kept; a seed per run). A
-   ``kind="jax"`` function is run under ``jax.jit`` on a simulated mesh; its
-   output and compiled HLO come back, and the collectives are read here.
+   ``kind="jax"`` function is compiled under ``jax.jit`` on a simulated mesh and
+   run; its output and compiled HLO come back, and the collectives are read here.
+   Only then does the grader send the seeds of a second draw of inputs (from the
+   operating system's randomness, recorded as the run's ``draw_seed``), and the
+   compiled program runs on it too. A try stopped by the machine rather than the
+   notebook (a kernel that could not start, the grader's own requests or the
+   output channel timing out) is made again; when every try is, the notebook is
+   reported "not graded: retry", never given 0 points. ``jobs=N`` grades N
+   notebooks at once through the same function as ``jobs=1``.
 4. **Judge.** Here, in the grader's process, with
    :func:`~scalelib.course.check.verdict`: the last answer recorded per exercise
    counts; an exercise of the chapter never answered is "missing"; answers to
@@ -622,9 +633,12 @@ def _client_class():
 
         async def async_start_new_kernel_client(self):
             delay = _slowdown("start", self.attempt)
-            if delay:  # tests: a machine so busy that the kernel takes `delay` s longer to answer
+            if delay >= self.startup_timeout:  # tests: a machine so busy that the kernel answers too late
+                await asyncio.sleep(self.startup_timeout)
+                await self._async_cleanup_kernel()
+                raise RuntimeError(f"Kernel didn't respond in {self.startup_timeout} seconds")
+            if delay:
                 await asyncio.sleep(delay)
-                self.startup_timeout = int(max(0, self.startup_timeout - delay))
             return await super().async_start_new_kernel_client()
 
         async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
@@ -879,11 +893,13 @@ def _merge_second_draws(results, second, seeds: list[int]):
 
 async def _run_cells(client, box, nb, code, ids, limits, seed, draw_seed, run, CellTimeoutError, DeadKernelError):
     deadline = time.monotonic() + limits.notebook_timeout_s
-    try:
+    try:  # no cell of the notebook has run yet: whatever stops this is the machine's doing
         records, _ = await _helper(client, '__import__("scalelib.course.sandbox", fromlist=["probe"]).probe()',
                                    code[0], STARTUP_TIMEOUT_S, "probe")
-    except CellTimeoutError:
-        run.machine = f"the grading kernel did not answer the grader's first request within {fmt(STARTUP_TIMEOUT_S, 's')}"
+    except CellTimeoutError as err:
+        run.machine = (_silence("after the grader's first request") if "IOPub" in str(err) else
+                       f"the grading kernel did not answer the grader's first request within "
+                       f"{fmt(STARTUP_TIMEOUT_S, 's')}")
         return
     except DeadKernelError:
         run.machine = f"the kernel died before the notebook's first cell ({box.death()})"
