@@ -290,7 +290,7 @@ def test_notebooks_of_nbformat_3_and_4_0_are_converted_and_graded(tmp_path):
     v3 = nbformat.v3.new_notebook(worksheets=[nbformat.v3.new_worksheet(cells=[
         nbformat.v3.new_code_cell(input="import scalelib as sl"), nbformat.v3.new_code_cell(input=right("1.1"))])])
     v3.metadata["scalelib"] = {"chapter": 1}
-    (tmp_path / "ada_ch01.ipynb").write_text(nbformat.v3.writes(v3))
+    (tmp_path / "ada_ch01.ipynb").write_text(nbformat.v3.writes_json(v3))
     assert json.loads((tmp_path / "ada_ch01.ipynb").read_text())["nbformat"] == 3
     v40 = {"nbformat": 4, "nbformat_minor": 0, "metadata": {"scalelib": {"chapter": 1}},
            "cells": [{"cell_type": "code", "metadata": {}, "source": ["import scalelib as sl\n", right("1.6")],

@@ -711,9 +711,11 @@ async def _output_lost(client) -> bool | None:
     """After a cell's output stopped short of its end: whether the kernel's output channel lost it.
 
     The grader asks the kernel for its info and reads the output channel, where messages come in the
-    order they were sent: True when the kernel's answer comes while the cell's own output never does
-    (the channel dropped it: a message over the size limit disconnects it); False when the cell's output
-    comes, only late (a busy machine); None when nothing comes within :data:`IOPUB_GRACE_S`.
+    order they were sent. False when the cell's own output comes, only late (a busy machine). True when
+    the kernel's answer comes while the cell's output never does: on the output channel first (the
+    channel dropped the cell's output), or on the request channel with nothing on the output channel
+    for :data:`IOPUB_TIMEOUT_S` more (the channel is dead): a message over the size limit disconnects
+    it, the notebook's doing. None when nothing at all comes within :data:`IOPUB_GRACE_S`.
     """
     from queue import Empty
 
@@ -723,18 +725,31 @@ async def _output_lost(client) -> bool | None:
         probe = kc.kernel_info()
     except Exception:  # noqa: BLE001 - the channels are gone
         return None
+
+    def parent(msg):
+        return (msg.get("parent_header") or {}).get("msg_id") if isinstance(msg, dict) else None
+
     deadline = time.monotonic() + IOPUB_GRACE_S
+    replied_at = None
     while (left := deadline - time.monotonic()) > 0:
         try:
-            msg = await kc.iopub_channel.get_msg(timeout=left)
+            msg = await kc.iopub_channel.get_msg(timeout=min(1.0, left))
         except Empty:
-            return None
+            msg = None
         except Exception:  # noqa: BLE001
             return None
-        parent = (msg.get("parent_header") or {}).get("msg_id") if isinstance(msg, dict) else None
-        if parent is not None and parent == cell_id:
+        if msg is not None and cell_id is not None and parent(msg) == cell_id:
             return False
-        if parent == probe:
+        if msg is not None and parent(msg) == probe:
+            return True
+        while replied_at is None:
+            try:
+                reply = await kc.shell_channel.get_msg(timeout=0)
+            except Exception:  # noqa: BLE001 - Empty: no reply yet
+                break
+            if parent(reply) == probe:
+                replied_at = time.monotonic()
+        if replied_at is not None and time.monotonic() - replied_at > IOPUB_TIMEOUT_S:
             return True
     return None
 
