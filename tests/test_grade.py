@@ -557,3 +557,17 @@ def test_a_second_draw_is_judged_on_the_seed_the_grader_sent_never_one_the_kerne
     assert _merge_second_draws(first[:1], [{"result": "timeout", "limit_s": 1.0}], seeds) == [
         {"result": "timeout", "limit_s": 1.0}]  # what stopped the second run is the function's result
     assert "answer2" not in _merge_second_draws(first[:1], [], seeds)[0]  # never run: judged so
+
+
+def test_a_notebook_the_machine_kept_from_grading_gets_no_total_and_no_canvas_score_never_0():
+    from scalelib.course.grade import NOT_GRADED
+
+    stopped = NotebookGrade("/subs/ada.ipynb", "ada", 1, NOT_GRADED, error="the kernel could not start (...); tried "
+                            "3 times", retries=("try 1: ...", "try 2: ...", "try 3: ..."))
+    book = Gradebook([stopped, NotebookGrade("/subs/bob.ipynb", "bob", 1, GRADED)], 1, Limits())
+    row = next(csv.DictReader(io.StringIO(book.to_csv())))
+    assert (row["status"], row["total"], row["max"]) == (NOT_GRADED, "", "")
+    assert "tried 3 times" in row["note"]
+    assert list(csv.reader(io.StringIO(book.to_canvas_csv("Chapter 1 (1)"))))[2][-1] == ""
+    assert "1 not graded (the machine stopped them: grade them again)" in book.summary()
+    assert json.loads(book.to_json())["learners"][0]["retries"] == ["try 1: ...", "try 2: ...", "try 3: ..."]

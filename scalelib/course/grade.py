@@ -1310,9 +1310,10 @@ class Gradebook:
         for g in self.grades:
             earned = {e.exercise: _points(e.points) for e in g.exercises}
             status = g.status if g.status == GRADED else f"{g.status}: {g.error}" if g.status == FAILED else g.status
+            scored = g.status != NOT_GRADED  # not graded: no total at all, never 0
             writer.writerow([_text_cell(g.learner), _text_cell(g.notebook), "" if g.chapter is None else g.chapter,
-                             _text_cell(status), *(earned.get(i, "") for i in ids), _points(g.points),
-                             _points(g.max_points), _text_cell("; ".join(g.flags)),
+                             _text_cell(status), *(earned.get(i, "") for i in ids), _points(g.points) if scored else "",
+                             _points(g.max_points) if scored else "", _text_cell("; ".join(g.flags)),
                              _text_cell("" if g.status == FAILED else (g.error or ""))])
         return out.getvalue()
 
@@ -1332,7 +1333,8 @@ class Gradebook:
         for g in self.grades:
             row = self.roster.canvas(g.learner) if self.roster else {}
             writer.writerow([_text_cell(g.learner), *(_text_cell(row.get(c, "")) for c in _CANVAS_COLUMNS),
-                             _points(g.points) if g.status in (GRADED, FAILED) else "0"])
+                             _points(g.points) if g.status in (GRADED, FAILED) else
+                             "" if g.status == NOT_GRADED else "0"])  # not graded: left blank, for a later run
         return out.getvalue()
 
     def report(self) -> str:
@@ -1346,7 +1348,7 @@ class Gradebook:
     def summary(self) -> str:
         n = len(self.grades)
         counts = {s: sum(g.status == s for g in self.grades)
-                  for s in (GRADED, FAILED, CHAPTER_UNKNOWN, WRONG_CHAPTER)}
+                  for s in (GRADED, FAILED, CHAPTER_UNKNOWN, WRONG_CHAPTER, NOT_GRADED)}
         parts = [f"{counts[GRADED]} graded"]
         if counts[FAILED]:
             parts.append(f"{counts[FAILED]} failed")
@@ -1354,6 +1356,8 @@ class Gradebook:
             parts.append(f"{counts[CHAPTER_UNKNOWN]} chapter unknown")
         if counts[WRONG_CHAPTER]:
             parts.append(f"{counts[WRONG_CHAPTER]} of another chapter")
+        if counts[NOT_GRADED]:
+            parts.append(f"{counts[NOT_GRADED]} not graded (the machine stopped them: grade them again)")
         flagged = sum(bool(g.flags) for g in self.grades)
         if flagged:
             parts.append(f"{flagged} flagged")
