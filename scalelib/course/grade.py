@@ -56,7 +56,7 @@ from .._units import fmt
 from .check import CORRECT, INCORRECT, VERDICT_KEY, Verdict, exercises, get_exercise, verdict
 from .gradebook import (  # noqa: F401 - the gradebook, rosters and reports were part of this module
     CHAPTER_UNKNOWN, FAILED, GRADED, MISSING, WRONG_CHAPTER, Gradebook, Roster, _clean, _name_learners, feedback,
-    load_roster, report_block)
+    load_roster, parse_canvas_name, report_block)
 from .record import ANSWER_MIME, CALLS_MIME, MAX_VALUES, case_key, decode_number, encode_cases
 
 #: Most bytes of answer records (and function-call results) one notebook may send in all; past it they are dropped.
@@ -312,10 +312,18 @@ def learner_from_path(path) -> str:
     """The learner a submission's file names: its stem without a ``chNN`` token, or its folder's name when
     the file keeps the course's own name (``ada/ch03_sharding.ipynb`` is ada's).
 
+    A file named by Canvas's bulk download (:func:`~scalelib.course.gradebook.parse_canvas_name`) is its
+    learner's Canvas name and user ID: grade such files with a roster to name learners as the course does.
+
     >>> learner_from_path("subs/ada_lovelace_ch03.ipynb"), learner_from_path("subs/ada/ch03_sharding.ipynb")
     ('ada_lovelace', 'ada')
+    >>> learner_from_path("subs/lovelaceada_LATE_10003_4242_ch03_sharding.ipynb")
+    'lovelaceada_10003'
     """
     path = Path(path)
+    canvas = parse_canvas_name(path.name)
+    if canvas:  # Canvas's bulk download: its name part and user ID (a roster names the learner properly)
+        return f"{canvas.name}_{canvas.user_id}"[:100]
     stem = path.stem
     if _COURSE_NOTEBOOK.match(stem) and path.parent.name:
         return path.parent.name[:100]
@@ -1118,7 +1126,7 @@ def grade(paths: Iterable, limits: Limits | None = None, seed: int | None = None
     submissions = [load(p) for p in collect(paths)]
     if roster is not None:
         roster.apply(submissions)
-    _name_learners(submissions)
+    _name_learners(submissions, roster)
     if chapter is not None:
         for sub in submissions:
             _assign(sub, chapter)
