@@ -39,6 +39,12 @@ be made. Otherwise the limits are per process (``RLIMIT_AS``, ``RLIMIT_NPROC``,
 ``RLIMIT_CPU``, ``RLIMIT_FSIZE``). Where no sandbox can be made, :class:`Sandbox`
 refuses (:class:`SandboxUnavailable`) unless it is built with ``unsafe=True``.
 
+Without namespaces, as root (Gradescope's containers): where :data:`KERNEL_USER_ENV` names an
+unprivileged user (Gradescope's ``setup.sh`` creates ``scalelib-learner``), an ``--unsafe`` kernel
+still runs as that user, with no capabilities and no way to gain any (``setpriv``), its home and
+connection folders its own; what root alone may read (the answer key, once ``setup.sh`` has made it
+so) stays out of its reach. It then shares the machine's process list, network and file system.
+
 What it does not protect against: a flaw in the Linux kernel or in bubblewrap
 itself; reading what the Python installation holds (it is shared, read-only); and
 using the machine's CPU time up to the limits given.
@@ -82,6 +88,9 @@ NOBODY = 65534
 MAX_PROCESSES = 512
 #: Largest file a kernel may write (B).
 MAX_FILE_BYTES = 256 * 2**20
+#: Environment variable naming the unprivileged user an ``--unsafe`` kernel runs as when the grader is root and
+#: no namespace sandbox can be made (Gradescope's ``run_autograder`` sets it to the user ``setup.sh`` created).
+KERNEL_USER_ENV = "SCALELIB_KERNEL_USER"
 
 
 class SandboxUnavailable(ScalelibError, RuntimeError):
@@ -129,6 +138,27 @@ def _drop_privileges() -> list[str]:
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--bounding-set=-all",
             "--inh-caps=-all", "--no-new-privs", "--"]
+
+
+def fallback_user() -> tuple[int, int] | None:
+    """The (uid, gid) of the user :data:`KERNEL_USER_ENV` names, when this process is root; else None.
+
+    Raises:
+        SandboxUnavailable: the variable names no user, or names root.
+    """
+    name = os.environ.get(KERNEL_USER_ENV, "").strip()
+    if not name or os.geteuid() != 0:
+        return None
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise SandboxUnavailable(f"{KERNEL_USER_ENV}={name!r} names no user of this machine (create it with "
+                                 f"`useradd --system {name}`, as Gradescope's setup.sh does)") from None
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        raise SandboxUnavailable(f"{KERNEL_USER_ENV}={name!r} must name an unprivileged user, not root")
+    return entry.pw_uid, entry.pw_gid
 
 
 def _site_masks(prefix: Path) -> list[str]:
@@ -323,6 +353,7 @@ class Sandbox:
         self.cpu_seconds = cpu_seconds
         self.unsafe = unsafe
         self.isolated = False
+        self.run_as: tuple[int, int] | None = None  # (uid, gid) of an --unsafe kernel run as root
         self.root: Path | None = None
         self.kernel_pid: int | None = None
         self.leftovers_killed = 0
@@ -342,15 +373,16 @@ class Sandbox:
                                      f"or pass --unsafe (unsafe=True) to grade without one, knowing that each "
                                      f"notebook then runs with your user's rights")
         self.isolated = ok
+        self.run_as = None if ok else fallback_user()
         self.root = Path(tempfile.mkdtemp(prefix="scalelib-grade-"))
-        os.chmod(self.root, 0o755 if ok else 0o700)
+        os.chmod(self.root, 0o755 if ok or self.run_as else 0o700)
         self.home.mkdir()
         (self.home / "tmp").mkdir()
         self.conn.mkdir()
         package_copy(self.lib)
-        if ok and os.geteuid() == 0:
+        if (ok and os.geteuid() == 0) or self.run_as:
             for folder in (self.home, self.home / "tmp", self.conn):
-                os.chown(folder, NOBODY, NOBODY)
+                os.chown(folder, *(self.run_as or (NOBODY, NOBODY)))
         spec = self.root / "kernels" / KERNEL_NAME
         spec.mkdir(parents=True)
         argv = [sys.executable, "-m", "scalelib.course.sandbox", "--lib", str(self.lib),
@@ -362,6 +394,8 @@ class Sandbox:
         if ok:
             self.cgroup = _Cgroup(self.memory_bytes)
             argv = self._wrapped(argv)
+        elif self.run_as:
+            argv = self._as_user(argv)
         (spec / "kernel.json").write_text(json.dumps({
             "argv": argv + ["-f", "{connection_file}"],
             "display_name": "scalelib grading", "language": "python",
@@ -416,6 +450,16 @@ class Sandbox:
         if not setup:
             return args + argv
         return ["/bin/sh", "-c", "set -e; " + "; ".join(setup) + '; exec "$@"', "sh", *args, *argv]
+
+    def _as_user(self, argv: list[str]) -> list[str]:
+        """`argv` run as the unprivileged :attr:`run_as` user, with no capabilities (no namespaces: see the
+        module's docstring), once the connection file is handed over to it."""
+        uid, gid = self.run_as
+        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        drop = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--bounding-set=-all",
+                "--inh-caps=-all", "--no-new-privs", "--"]
+        handover = f"chown {uid}:{gid} {shlex.quote(str(self.conn / 'kernel.json'))}"
+        return ["/bin/sh", "-c", f'set -e; {handover}; exec "$@"', "sh", *drop, *argv]
 
     @property
     def home(self) -> Path:
