@@ -126,7 +126,8 @@ class Gradebook:
         for g in self.grades:
             index = self.roster.matched.get(str(g.notebook))
             if index is None:
-                out.append((g, "not on the roster"))
+                why = self.roster.unmatched.get(str(g.notebook))
+                out.append((g, "not on the roster" + (f" ({why})" if why else "")))
             elif len(per_row[index]) > 1:
                 out.append((g, f"{len(per_row[index])} notebooks are matched to the roster row of "
                                f"{self.roster.rows[index]['learner']!r}; grade one of them"))
@@ -439,6 +440,8 @@ class Roster:
     rows: list[dict[str, str]]
     #: A graded notebook's path (as given) -> the index of its row, filled by :meth:`apply`.
     matched: dict[str, int] = field(default_factory=dict)
+    #: A graded notebook's path (as given) -> why it is on no row, filled by :meth:`apply`.
+    unmatched: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         self._files: dict[tuple, int] = {}
@@ -492,10 +495,11 @@ class Roster:
 
     def apply(self, subs: list[Submission]) -> None:
         """Name each submission's learner from its row; flag, loudly, a notebook that matches no row."""
-        self.matched = {}
+        self.matched, self.unmatched = {}, {}
         for sub in subs:
             index, how = self.row_for(sub.path)
             if index is None:
+                self.unmatched[str(sub.path)] = how
                 sub.flags.append(f"NOT ON THE ROSTER: {how}; graded as {sub.learner!r} and left out of the Canvas "
                                  f"CSV")
             else:
