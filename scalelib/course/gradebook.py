@@ -89,8 +89,13 @@ class Gradebook:
     def to_canvas_csv(self, assignment: str) -> str:
         """The gradebook as a CSV Canvas imports (its gradebook's own columns, then `assignment`'s points).
 
-        Canvas matches rows by ``ID`` (or ``SIS User ID``/``SIS Login ID``), which come from the roster;
-        `assignment` is the column's name as Canvas exports it, e.g. ``"Chapter 3 (12345)"``.
+        Canvas matches rows by ``ID`` (or ``SIS User ID``/``SIS Login ID``), which come from the roster
+        row each notebook was matched to (never from a name); `assignment` is the column's name as Canvas
+        exports it, e.g. ``"Chapter 3 (12345)"``. A notebook on no row, one of several on the same row, or
+        not graded, is left out (:meth:`canvas_left_out` says which and why).
+
+        Raises:
+            InvalidValueError: no roster, or an empty `assignment`.
         """
         if not isinstance(assignment, str) or not assignment.strip():
             raise InvalidValueError(f"`assignment` must name the Canvas assignment column, got {assignment!r}")
