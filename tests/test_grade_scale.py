@@ -65,7 +65,7 @@ def test_learners_come_from_the_roster_or_the_file_and_a_name_claimed_twice_is_r
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Chapter 1 (555)"]
     assert canvas[1][0] == "Points Possible" and float(canvas[1][5]) == nbs.max_points(1)
     assert canvas[2:] == [["Zoe Example", "101", "s101", "zoe", "A", "1"]]  # the two off the roster are left out
-    assert "WARNING: 2 notebook(s) left out of the Canvas CSV" in book.report()
+    assert "WARNING: 2 notebook(s) not matched to one roster row" in book.report()
 
 
 def test_a_roster_without_its_columns_or_with_a_file_twice_is_refused_by_name(tmp_path):

@@ -55,8 +55,8 @@ def test_namesakes_folders_and_strangers_graded_with_a_roster(tmp_path):
     assert stranger.status == GRADED and stranger.learner == "stranger"
     assert stranger.flags[0].startswith("NOT ON THE ROSTER")
     report = book.report()
-    assert "WARNING: 1 notebook(s) left out of the Canvas CSV" in report and "stranger" in report.split("WARNING")[1]
-    assert "1 left out of the Canvas CSV" in book.summary()
+    assert "WARNING: 1 notebook(s) not matched to one roster row" in report and "stranger" in report.split("WARNING")[1]
+    assert "1 not on the roster" in book.summary()
     ids = {r["learner"] + r["notebook"]: (r["roster"] or {}).get("ID") for r in json.loads(book.to_json())["learners"]}
     assert ids[f"Wei Zhang{subs / 'wei_a' / 'ch01_rooflines.ipynb'}"] == "10003"
     assert ids[f"stranger{subs / 'stranger' / 'ch01_rooflines.ipynb'}"] is None

@@ -197,7 +197,7 @@ def _grade(args) -> int:
     roster = load_roster(args.roster) if args.roster else None
     book = grade(args.notebooks, limits, seed=args.seed, chapter=args.chapter, roster=roster, jobs=args.jobs,
                  on_graded=lambda g: print(report_block(g) + "\n", flush=True))
-    problems = book.roster_problems()
+    problems = book.roster_problems(canvas=bool(args.canvas))
     if problems:
         print(problems, file=sys.stderr)
     print(book.summary())

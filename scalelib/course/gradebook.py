@@ -154,15 +154,23 @@ class Gradebook:
         blocks.append(self.summary())
         return "\n\n".join(blocks) + "\n"
 
-    def roster_problems(self) -> str:
-        """Lines for the notebooks that match no roster row (or share one): empty without such notebooks."""
+    def _off_roster(self) -> list[tuple[NotebookGrade, str]]:
+        """The notebooks on no roster row, or sharing one with another notebook, and why."""
+        return [(g, why) for g, why in self.canvas_left_out()
+                if why.startswith("not on the roster") or "notebooks are matched to the roster row" in why]
+
+    def roster_problems(self, canvas: bool = False) -> str:
+        """A warning listing the notebooks on no roster row (or sharing one), and with `canvas` every other
+        notebook the Canvas CSV leaves out; empty when there are none."""
         if self.roster is None:
             return ""
+        left = self.canvas_left_out() if canvas else self._off_roster()
         lines = [f"  {escape_controls(g.notebook)} ({escape_controls(g.learner)}): {escape_controls(why)}"
-                 for g, why in self.canvas_left_out() if why != "no roster"]
+                 for g, why in left]
         if not lines:
             return ""
-        return f"WARNING: {len(lines)} notebook(s) left out of the Canvas CSV:\n" + "\n".join(lines)
+        what = "left out of the Canvas CSV" if canvas else "not matched to one roster row (kept out of Canvas's CSV)"
+        return f"WARNING: {len(lines)} notebook(s) {what}:\n" + "\n".join(lines)
 
     def summary(self) -> str:
         n = len(self.grades)
@@ -178,9 +186,9 @@ class Gradebook:
             parts.append(f"{counts[WRONG_CHAPTER]} of another chapter")
         parts += [f"{sum(g.status == s for g in self.grades)} {escape_controls(s)}" for s in others]
         if self.roster is not None:
-            off = sum(why != "no roster" for _, why in self.canvas_left_out())
+            off = len(self._off_roster())
             if off:
-                parts.append(f"{off} left out of the Canvas CSV")
+                parts.append(f"{off} not on the roster")
         flagged = sum(bool(g.flags) for g in self.grades)
         if flagged:
             parts.append(f"{flagged} flagged")
