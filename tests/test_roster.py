@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-import grading_notebooks as nbs
 from grading_notebooks import right, write
 from scalelib.course.cli import main
 from scalelib.course.grade import GRADED, Gradebook, Limits, NotebookGrade, Submission, grade, load_roster
@@ -78,6 +77,7 @@ def test_canvas_bulk_download_names_are_matched_to_the_roster_by_id(tmp_path, ca
     assert "left out of the Canvas CSV" in err and "doejane_99999" in err and "Canvas ID 99999" in err
     rows = list(csv.reader(io.StringIO((out / "canvas.csv").read_text())))
     assert rows[0][1] == "ID" and sorted(r[1:2] + r[-1:] for r in rows[2:]) == [["10003", "1"], ["10004", "2"]]
+    assert {"Wei_Zhang_10003.md", "Wei_Zhang_10004.md"} <= {f.name for f in (out / "feedback").iterdir()}
     data = json.loads((out / "gradebook.json").read_text())
     assert sorted(r["learner"] for r in data["learners"]) == ["Wei Zhang", "Wei Zhang", "doejane_99999"]
     assert main(["grade", str(subs), "--out", str(out), "--canvas", "Chapter 1"]) == 1  # Canvas needs a roster

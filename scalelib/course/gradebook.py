@@ -195,7 +195,8 @@ class Gradebook:
         return f"{n} notebook{'s' if n != 1 else ''}: {', '.join(parts)}; function cases drawn with seed {self.seed}"
 
     def write(self, out_dir, *, canvas_assignment: str | None = None) -> list[Path]:
-        """Write ``gradebook.csv``, ``gradebook.json`` and ``feedback/<learner>.md`` into `out_dir`
+        """Write ``gradebook.csv``, ``gradebook.json`` and ``feedback/<learner>.md`` (``<learner>_<ID>.md`` for a
+        learner whose roster row has an ID, so that namesakes get a file each) into `out_dir`
         (and ``canvas.csv`` with `canvas_assignment`).
 
         Every file is written first into a fresh folder beside `out_dir`, then renamed into place: a
@@ -222,7 +223,9 @@ class Gradebook:
             files["canvas.csv"] = self.to_canvas_csv(canvas_assignment)
         used: set[str] = set()
         for g in self.grades:
-            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", g.learner).strip("._") or "learner"
+            row_id = (self.roster_row(g) or {}).get("ID", "")
+            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", g.learner + (f"_{row_id}" if row_id else "")).strip("._") \
+                or "learner"
             name, n = stem, 1
             while name.lower() in used:
                 n += 1
