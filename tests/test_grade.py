@@ -562,12 +562,20 @@ def test_a_second_draw_is_judged_on_the_seed_the_grader_sent_never_one_the_kerne
 def test_a_notebook_the_machine_kept_from_grading_gets_no_total_and_no_canvas_score_never_0():
     from scalelib.course.grade import NOT_GRADED
 
+    from scalelib.course.grade import Roster, Submission
+
     stopped = NotebookGrade("/subs/ada.ipynb", "ada", 1, NOT_GRADED, error="the kernel could not start (...); tried "
                             "3 times", retries=("try 1: ...", "try 2: ...", "try 3: ..."))
-    book = Gradebook([stopped, NotebookGrade("/subs/bob.ipynb", "bob", 1, GRADED)], 1, Limits())
+    roster = Roster([{"learner": "ada", "notebook": "ada.ipynb", "ID": "101"},
+                     {"learner": "bob", "notebook": "bob.ipynb", "ID": "102"}])
+    roster.apply([Submission(Path(f"/subs/{n}.ipynb"), learner=n) for n in ("ada", "bob")])
+    book = Gradebook([stopped, NotebookGrade("/subs/bob.ipynb", "bob", 1, GRADED)], 1, Limits(), roster=roster)
     row = next(csv.DictReader(io.StringIO(book.to_csv())))
     assert (row["status"], row["total"], row["max"]) == (NOT_GRADED, "", "")
     assert "tried 3 times" in row["note"]
-    assert list(csv.reader(io.StringIO(book.to_canvas_csv("Chapter 1 (1)"))))[2][-1] == ""
+    canvas = list(csv.reader(io.StringIO(book.to_canvas_csv("Chapter 1 (1)"))))
+    assert canvas[2][:2] == ["ada", "101"] and canvas[2][-1] == ""  # its row kept, its score blank: Canvas keeps none
+    assert canvas[3][:2] == ["bob", "102"] and canvas[3][-1] == "0"
+    assert book.canvas_left_out() == []
     assert "1 not graded (the machine stopped them: grade them again)" in book.summary()
     assert json.loads(book.to_json())["learners"][0]["retries"] == ["try 1: ...", "try 2: ...", "try 3: ..."]

@@ -43,6 +43,12 @@ Per process, the limits are ``RLIMIT_AS`` (memory), ``RLIMIT_NPROC``, ``RLIMIT_C
 and ``RLIMIT_FSIZE`` (the largest file). Where no sandbox can be made, :class:`Sandbox`
 refuses (:class:`SandboxUnavailable`) unless it is built with ``unsafe=True``.
 
+Without namespaces, as root (Gradescope's containers): where :data:`KERNEL_USER_ENV` names an
+unprivileged user (Gradescope's ``setup.sh`` creates ``scalelib-learner``), an ``--unsafe`` kernel
+still runs as that user, with no capabilities and no way to gain any (``setpriv``), its home and
+connection folders its own; what root alone may read (the answer key, once ``setup.sh`` has made it
+so) stays out of its reach. It then shares the machine's process list, network and file system.
+
 What it does not protect against: a flaw in the Linux kernel or in bubblewrap
 itself; reading what the Python installation holds (it is shared, read-only); and
 using the machine's CPU time up to the limits given.
@@ -91,6 +97,9 @@ KERNEL_UIDS = range(1_500_000, 1_500_000 + 4096)
 MAX_PROCESSES = 512
 #: Largest file a kernel may write (B).
 MAX_FILE_BYTES = 256 * 2**20
+#: Environment variable naming the unprivileged user an ``--unsafe`` kernel runs as when the grader is root and
+#: no namespace sandbox can be made (Gradescope's ``run_autograder`` sets it to the user ``setup.sh`` created).
+KERNEL_USER_ENV = "SCALELIB_KERNEL_USER"
 
 
 class SandboxUnavailable(ScalelibError, RuntimeError):
@@ -120,7 +129,12 @@ def isolation() -> tuple[bool, str]:
         why = result.stderr.decode("utf-8", "replace").strip().splitlines()
         return False, (f"bubblewrap cannot make namespaces here ({why[-1] if why else result.returncode}); "
                        f"unprivileged user namespaces may be switched off")
-    who = f"as uid {NOBODY} (nobody)" if os.geteuid() == 0 else f"as uid {os.geteuid()}"
+    if os.geteuid() != 0:
+        who = f"as uid {os.geteuid()}"
+    elif _uid_mapped(KERNEL_UIDS):
+        who = f"each kernel as a user of its own (a uid from {KERNEL_UIDS.start})"
+    else:
+        who = f"as uid {NOBODY} (nobody)"
     return True, f"bubblewrap {bwrap}: private PID, network, IPC and mount namespaces, {who}"
 
 
@@ -214,6 +228,27 @@ class _KernelUser:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+
+
+def fallback_user() -> tuple[int, int] | None:
+    """The (uid, gid) of the user :data:`KERNEL_USER_ENV` names, when this process is root; else None.
+
+    Raises:
+        SandboxUnavailable: the variable names no user, or names root.
+    """
+    name = os.environ.get(KERNEL_USER_ENV, "").strip()
+    if not name or os.geteuid() != 0:
+        return None
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise SandboxUnavailable(f"{KERNEL_USER_ENV}={name!r} names no user of this machine (create it with "
+                                 f"`useradd --system {name}`, as Gradescope's setup.sh does)") from None
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        raise SandboxUnavailable(f"{KERNEL_USER_ENV}={name!r} must name an unprivileged user, not root")
+    return entry.pw_uid, entry.pw_gid
 
 
 def _site_masks(prefix: Path) -> list[str]:
@@ -414,7 +449,8 @@ class Sandbox:
         self.unsafe = unsafe
         self.isolated = False
         self.home_limited = False
-        self.user: _KernelUser | None = None
+        self.user: _KernelUser | None = None  # in the namespace sandbox as root: the kernel's own user
+        self.run_as: tuple[int, int] | None = None  # (uid, gid) of an --unsafe kernel run as root
         self.root: Path | None = None
         self.kernel_pid: int | None = None
         self.leftovers_killed = 0
@@ -434,17 +470,23 @@ class Sandbox:
                                      f"or pass --unsafe (unsafe=True) to grade without one, knowing that each "
                                      f"notebook then runs with your user's rights")
         self.isolated = ok
+        self.run_as = None if ok else fallback_user()
         self.root = Path(tempfile.mkdtemp(prefix="scalelib-grade-"))
-        os.chmod(self.root, 0o755 if ok else 0o700)
+        os.chmod(self.root, 0o755 if ok or self.run_as else 0o700)
         self.home.mkdir()
         (self.home / "tmp").mkdir()
         self.conn.mkdir()
         self.inbox.mkdir()
         package_copy(self.lib)
-        if ok and os.geteuid() == 0:
+        owner = None
+        if ok and os.geteuid() == 0:  # the namespace sandbox as root: a user of the kernel's own
             self.user = _KernelUser()
+            owner = (self.user.uid, self.user.uid)
+        elif self.run_as:  # no namespaces, as root (--unsafe): the unprivileged user KERNEL_USER_ENV names
+            owner = self.run_as
+        if owner:
             for folder in (self.home, self.home / "tmp", self.conn):
-                os.chown(folder, self.user.uid, self.user.uid)
+                os.chown(folder, *owner)
         self.home_limited = bool(ok and self.home_bytes and _bwrap_sizes_tmpfs())
         spec = self.root / "kernels" / KERNEL_NAME
         spec.mkdir(parents=True)
@@ -457,6 +499,8 @@ class Sandbox:
         if ok:
             self.cgroup = _Cgroup(self.memory_bytes)
             argv = self._wrapped(argv)
+        elif self.run_as:
+            argv = self._as_user(argv)
         (spec / "kernel.json").write_text(json.dumps({
             "argv": argv + ["-f", "{connection_file}"],
             "display_name": "scalelib grading", "language": "python",
@@ -524,6 +568,16 @@ class Sandbox:
         if not setup:
             return args + argv
         return ["/bin/sh", "-c", "set -e; " + "; ".join(setup) + '; exec "$@"', "sh", *args, *argv]
+
+    def _as_user(self, argv: list[str]) -> list[str]:
+        """`argv` run as the unprivileged :attr:`run_as` user, with no capabilities (no namespaces: see the
+        module's docstring), once the connection file is handed over to it."""
+        uid, gid = self.run_as
+        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        drop = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--bounding-set=-all",
+                "--inh-caps=-all", "--no-new-privs", "--"]
+        handover = f"chown {uid}:{gid} {shlex.quote(str(self.conn / 'kernel.json'))}"
+        return ["/bin/sh", "-c", f'set -e; {handover}; exec "$@"', "sh", *drop, *argv]
 
     @property
     def home(self) -> Path:
