@@ -120,9 +120,12 @@ def _strip(book) -> list[tuple]:
 
 def test_two_jobs_grade_a_hostile_mix_exactly_as_one_job_does_the_assigned_chapter_included(tmp_path):
     _mix(tmp_path)
+    roster = tmp_path / "roster.csv"  # Canvas's CSV needs one: its rows come from the roster's IDs
+    roster.write_text("learner,notebook,ID\n" + "".join(f"{p.stem},{p.name},{100 + i}\n" for i, p in
+                                                         enumerate(sorted(tmp_path.glob("*.ipynb")))))
     limits = Limits(cell_timeout_s=5, notebook_timeout_s=30, memory_bytes=int(1.5 * 2**30))
-    one = grade([tmp_path], limits, seed=5, chapter=1, draw_seed=5)
-    two = grade([tmp_path], limits, seed=5, chapter=1, draw_seed=5, jobs=2)
+    one = grade([tmp_path], limits, seed=5, chapter=1, draw_seed=5, roster=load_roster(roster))
+    two = grade([tmp_path], limits, seed=5, chapter=1, draw_seed=5, jobs=2, roster=load_roster(roster))
     assert _strip(two) == _strip(one)
     bob = nbs.row(two, "bob")
     assert (bob.status, bob.points, bob.exercises) == (WRONG_CHAPTER, 0, ())  # was credited 17/17 with --jobs 2

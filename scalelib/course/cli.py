@@ -2,8 +2,8 @@
 
 Exit status: 0 on success (also when answers are wrong: grading reports them);
 1 when ``--check`` finds drift, when ``grade --strict`` finds a notebook it could
-not grade (failed, or chapter unknown), on a bad path, or when an authoring tool
-reports an error; 2 on a usage error.
+not grade (failed, chapter unknown, of another chapter, not graded: retry), on a
+bad path, or when an authoring tool reports an error; 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
                    "system's randomness, recorded in gradebook.json as draw_seed); with --seed, grades a run again "
                    "on the same inputs")
     g.add_argument("--strict", action="store_true",
-                   help="exit 1 if any notebook could not be graded (failed, or chapter unknown)")
+                   help="exit 1 if any notebook could not be graded (failed, chapter unknown, of another chapter, or "
+                   "not graded: retry)")
     g.add_argument("--chapter", metavar="N", type=int, default=None,
                    help="the chapter assigned: notebooks of another chapter are reported, not run or credited")
     g.add_argument("--roster", metavar="FILE",

@@ -97,8 +97,8 @@ class Gradebook:
         row each notebook was matched to (never from a name); `assignment` is the column's name as Canvas
         exports it, e.g. ``"Chapter 3 (12345)"``. A notebook on no row, one of several on the same row, or
         on a row without an ID, is left out (:meth:`canvas_left_out` says which and why). A notebook the
-        machine kept from being graded (:data:`NOT_GRADED`) keeps its row with a blank score, never 0:
-        Canvas changes no grade for a blank cell, and a later run fills it.
+        machine kept from being graded (:data:`NOT_GRADED`) keeps its row with a blank score, never 0,
+        for a later run to fill.
 
         Raises:
             InvalidValueError: no roster, or an empty `assignment`.
