@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -361,6 +362,23 @@ def test_without_a_sandbox_grading_refuses_unless_unsafe_and_then_says_so_on_eve
     book = grade([path], Limits(cell_timeout_s=30, unsafe=True), seed=1)
     (g,) = book.grades
     assert g.status == GRADED and g.points == 1 and UNSAFE_FLAG in g.flags
+
+
+def test_an_unsafe_kernel_run_as_the_unprivileged_kernel_user_is_flagged_so_never_as_the_grader_s_rights(
+        tmp_path, monkeypatch):
+    flag = grade_module._unsafe_flag((65534, 65534))
+    assert flag.startswith("graded WITHOUT a sandbox (--unsafe): this notebook ran as the unprivileged user ")
+    assert "(uid 65534), not with the grader's rights" in flag and grade_module._unsafe_flag(None) == UNSAFE_FLAG
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("running the kernel as another user needs root and setpriv")
+    monkeypatch.setattr(sandbox, "isolation", lambda: (False, "no user namespaces in this container"))
+    monkeypatch.setenv(sandbox.KERNEL_USER_ENV, "nobody")
+    path = write(tmp_path / "ada_ch01.ipynb", "import os, scalelib as sl", right("1.6"),
+                 "raise RuntimeError(f'uid={os.getuid()}')")
+    (g,) = grade([path], Limits(cell_timeout_s=30, unsafe=True), seed=1).grades
+    assert g.status == GRADED and g.points == 1 and any("uid=65534" in str(c) for c in g.cell_errors), g
+    assert UNSAFE_FLAG not in g.flags and "graded WITHOUT a sandbox (--unsafe): this notebook ran as the " \
+        "unprivileged user 'nobody' (uid 65534), not with the grader's rights" in "; ".join(g.flags), g.flags
 
 
 def test_a_drawn_einsum_case_renames_its_letters_so_a_table_of_the_registered_cases_fails():
