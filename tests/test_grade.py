@@ -539,3 +539,43 @@ def test_the_instructors_page_is_on_the_site_and_says_what_is_not_protected():
     for needed in ("--out gradebook", "bubblewrap sandbox", "--unsafe", "**not** protect", "SOLUTIONS=no",
                    "--gradescope"):
         assert needed in section, needed
+
+
+def test_a_second_draw_is_judged_on_the_seed_the_grader_sent_never_one_the_kernel_names():
+    from scalelib.course.grade import _merge_second_draws, second_draw_seeds
+
+    seeds = second_draw_seeds("10.3", 2, 7)
+    assert seeds == second_draw_seeds("10.3", 2, 7) and seeds != second_draw_seeds("10.3", 2, 8)
+    assert all(10**6 <= s < 10**9 for s in seeds)
+    out1, out2 = record.describe(np.ones(4)), record.describe(np.zeros(4))
+    first = [{"result": "value", "answer": out1, "hlo": "", "replicated": True, "seed2": 5, "answer2": out1},
+             {"result": "error", "type": "ValueError", "message": "no"}]
+    merged = _merge_second_draws(first, [{"result": "value", "answer": out2, "seed2": 99}, {"result": "skipped"}],
+                                 seeds)
+    assert merged[0] == {**first[0], "seed2": seeds[0], "answer2": out2}  # the kernel's own seed2s are ignored
+    assert merged[1] == first[1]
+    assert _merge_second_draws(first[:1], [{"result": "timeout", "limit_s": 1.0}], seeds) == [
+        {"result": "timeout", "limit_s": 1.0}]  # what stopped the second run is the function's result
+    assert "answer2" not in _merge_second_draws(first[:1], [], seeds)[0]  # never run: judged so
+
+
+def test_a_notebook_the_machine_kept_from_grading_gets_no_total_and_no_canvas_score_never_0():
+    from scalelib.course.grade import NOT_GRADED
+
+    from scalelib.course.grade import Roster, Submission
+
+    stopped = NotebookGrade("/subs/ada.ipynb", "ada", 1, NOT_GRADED, error="the kernel could not start (...); tried "
+                            "3 times", retries=("try 1: ...", "try 2: ...", "try 3: ..."))
+    roster = Roster([{"learner": "ada", "notebook": "ada.ipynb", "ID": "101"},
+                     {"learner": "bob", "notebook": "bob.ipynb", "ID": "102"}])
+    roster.apply([Submission(Path(f"/subs/{n}.ipynb"), learner=n) for n in ("ada", "bob")])
+    book = Gradebook([stopped, NotebookGrade("/subs/bob.ipynb", "bob", 1, GRADED)], 1, Limits(), roster=roster)
+    row = next(csv.DictReader(io.StringIO(book.to_csv())))
+    assert (row["status"], row["total"], row["max"]) == (NOT_GRADED, "", "")
+    assert "tried 3 times" in row["note"]
+    canvas = list(csv.reader(io.StringIO(book.to_canvas_csv("Chapter 1 (1)"))))
+    assert canvas[2][:2] == ["ada", "101"] and canvas[2][-1] == ""  # its row kept, its score blank: Canvas keeps none
+    assert canvas[3][:2] == ["bob", "102"] and canvas[3][-1] == "0"
+    assert book.canvas_left_out() == []
+    assert "1 not graded (the machine stopped them: grade them again)" in book.summary()
+    assert json.loads(book.to_json())["learners"][0]["retries"] == ["try 1: ...", "try 2: ...", "try 3: ..."]

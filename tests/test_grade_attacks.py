@@ -33,7 +33,7 @@ import grading_notebooks as nbs
 from grading_notebooks import INTENSITY, ROOT, code, forged_all, forged_verdict, markdown, right, write
 from scalelib.course.check import exercises, get_exercise
 from scalelib.course.cli import main
-from scalelib.course.grade import CHAPTER_UNKNOWN, FAILED, GRADED, Limits, grade, grade_notebook
+from scalelib.course.grade import CHAPTER_UNKNOWN, FAILED, GRADED, NOT_GRADED, Limits, grade, grade_notebook
 from scalelib.course.record import ANSWER_MIME, CALLS_MIME
 
 LIMITS = Limits(cell_timeout_s=3, notebook_timeout_s=12, memory_bytes=int(1.5 * 2**30), max_output_bytes=256 * 2**10)
@@ -518,15 +518,91 @@ def test_a_kernel_that_did_not_import_the_grading_copy_of_scalelib_runs_nothing(
     other scalelib to import, so the kernel cannot even start)."""
     from scalelib.course import sandbox
 
+    from scalelib.course import grade as grade_module
+
     env = sandbox.Sandbox.env
     monkeypatch.setattr(sandbox.Sandbox, "env", lambda self: {k: v for k, v in env(self).items() if k != "PYTHONPATH"})
+    monkeypatch.setattr(grade_module, "RETRY_DELAYS_S", (0.1,))  # a kernel that cannot start is tried again
     path = write(tmp_path / "ch01_x.ipynb", "import scalelib as sl", right("1.6"))
     g = grade_notebook(path, LIMITS, seed=1)
-    assert g.status == FAILED and g.points == 0
-    assert g.error.startswith(("the grading kernel is not isolated", "the kernel could not start")), g.error
+    assert g.points == 0 and nbs.answered(g) == {}
+    if g.status == NOT_GRADED:  # in the sandbox: no other scalelib to import, so the kernel cannot even start
+        assert g.error.startswith("the kernel could not start") and g.exercises == () and len(g.retries) == 2, g
+    else:
+        assert g.status == FAILED and g.error.startswith("the grading kernel is not isolated"), g.error
 
 
 def test_every_submission_has_a_row_and_the_batch_stays_quick(batch):
     names = sorted(p.stem for p in batch["folder"].glob("*.ipynb"))
     assert sorted(g.learner for g in batch["book"].grades) == names
     print(f"{len(names)} attack notebooks graded in {batch['seconds']:.1f} s")
+
+
+#: Chapter 10's setup: JAX on 8 CPU devices (the solution's own first cells).
+JAX_SETUP = ("import os\nos.environ['JAX_PLATFORMS'] = 'cpu'\nimport scalelib as sl\nimport jax\n"
+             "jax.config.update('jax_num_cpu_devices', 8)\nimport jax.numpy as jnp\n"
+             "from jax.sharding import PartitionSpec as P")
+
+#: Issue 27's attack on 10.3: while traced, find `case` in a caller's frame, work out the second draw's seed the
+#: way the grader once did (from the case's seed), draw both inputs with scalelib's public input_values, and
+#: compile a program that picks between the two answers by comparing its input with the first draw (a dummy
+#: ppermute gives the collective-permute the exercise requires). Any seed found in a frame is tried too.
+PREDICTED_DRAWS = """
+import inspect
+import numpy as np
+
+def ring_all_gather(a, mesh):
+    case, seeds = None, []
+    for info in inspect.stack():
+        for name, value in list(info.frame.f_locals.items()):
+            if name == "case" and isinstance(value, dict) and "seed" in value:
+                case = value
+            if "seed" in name and isinstance(value, int) and not isinstance(value, bool):
+                seeds.append(value)
+    if case is None:
+        return a
+    n = mesh.shape["Y"]
+    first = int(case["seed"])
+    guesses = [10**6 + (first * 7919 + 104_729) % 10**9] + [s for s in seeds if s != first]
+    draws = [sl.input_values(case["arrays"], case["sizes"], case["mesh"], seed=s)[0] for s in [first] + guesses[:1]]
+    c1, c2 = (jnp.asarray(d, dtype=a.dtype) for d in draws)
+    rows = a.shape[0] // n
+
+    def local(block):
+        me = jax.lax.axis_index("Y")
+        mine = jax.lax.dynamic_slice_in_dim(c1, me * rows, rows)
+        passed = jax.lax.ppermute(block, "Y", [(j, (j + 1) % n) for j in range(n)])
+        pick = jnp.where(jnp.all(block == mine), c1, c2)
+        return pick + 0.0 * passed.sum()
+
+    return jax.shard_map(local, mesh=mesh, in_specs=P("Y", None), out_specs=P(None, None), check_vma=False)(a)
+
+sl.check("10.3", ring_all_gather)
+"""
+
+#: A right answer to 10.1 that prints with jax.debug.print while it runs.
+PRINTING_MEANS = """
+def shard_means(a, mesh):
+    def local(block):
+        m = block.mean(keepdims=True)
+        jax.debug.print("block mean {m}", m=m)
+        return m
+    return jax.shard_map(local, mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", "Y"))(a)
+
+sl.check("10.1", shard_means)
+"""
+
+
+def test_predicting_the_second_draw_earns_nothing_and_jax_debug_print_is_allowed(tmp_path):
+    """The second draw's seeds come from the operating system's randomness, reach the kernel only after the
+    function is compiled, and are recorded (as the run's draw seed) so that the grade can be made again."""
+    path = write(tmp_path / "ch10_predict.ipynb", JAX_SETUP, PREDICTED_DRAWS, PRINTING_MEANS, chapter=10)
+    limits = Limits(cell_timeout_s=240, notebook_timeout_s=400, memory_bytes=3 * 2**30)
+    book = grade([path], limits, seed=1, draw_seed=271_828)
+    (g,) = book.grades
+    assert g.status == GRADED, g.error
+    grades = {e.exercise: e for e in g.exercises}
+    assert (grades["10.3"].status, grades["10.3"].points) == ("incorrect", 0), grades["10.3"].message
+    assert "on a second draw of inputs" in grades["10.3"].message
+    assert grades["10.1"].status == "correct", grades["10.1"].message  # jax.debug.print returns nothing: allowed
+    assert json.loads(book.to_json())["learners"][0]["draw_seed"] == 271_828

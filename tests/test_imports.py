@@ -91,3 +91,72 @@ def test_the_cost_modules_import_one_another_without_a_circle_the_estimate_above
     assert graph["_estimate"] >= {"_training", "_calibration"} and "_plan_search" not in graph["_estimate"]
     assert graph["_plan_search"] >= {"_estimate", "_training"}
     assert order.index("_training") < order.index("_estimate") < order.index("_plan_search")
+
+
+def _course_imports() -> dict[str, set[str]]:
+    """scalelib.course's modules -> the course modules each imports, at its top or inside a function."""
+    import ast
+    from pathlib import Path
+
+    import scalelib.course
+
+    root = Path(scalelib.course.__file__).parent
+    modules = {p.stem: p for p in root.glob("*.py") if p.stem != "__init__"}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level == 1:  # from .x import y, or from . import x
+                    targets = [node.module] if node.module else [a.name for a in node.names]
+                elif node.level == 0 and (node.module or "").startswith("scalelib.course."):
+                    targets = [node.module.split(".")[2]]
+            elif isinstance(node, ast.Import):
+                targets = [a.name.split(".")[2] for a in node.names if a.name.startswith("scalelib.course.")]
+            edges.update(t.split(".")[0] for t in targets if t and t.split(".")[0] in modules)
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle a depth-first walk of `graph` meets, as the path that closes it."""
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(node, path):
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in done:
+                visit(nxt, path + [nxt])
+        done.add(node)
+
+    for start in sorted(graph):
+        if start not in done:
+            visit(start, [start])
+    return cycles
+
+
+def test_the_walk_finds_a_circle_through_a_function_level_import():
+    # before: jax_check imported grade's private _decode inside a function, and grade imported jax_check
+    assert _cycles({"grade": {"jax_check", "check"}, "jax_check": {"check", "grade"}, "check": set()}) == [
+        ["grade", "jax_check", "grade"]]
+    assert _cycles({"grade": {"jax_check"}, "jax_check": {"verdict"}, "verdict": set()}) == []
+
+
+def test_the_course_machinery_s_modules_import_each_other_in_layers_with_no_circle():
+    graph = _course_imports()
+    assert {"check", "grade", "jax_check", "sandbox", "record", "verdict"} <= set(graph)
+    assert graph["verdict"] == set()  # the lowest layer: verdict types and answer decoding
+    for module in ("check", "grade", "jax_check", "sandbox"):
+        assert "verdict" in graph[module], module
+    assert _cycles(graph) == []
+
+
+def test_the_verdict_types_are_still_importable_from_the_checker():
+    from scalelib.course import check, verdict
+
+    assert check.Verdict is verdict.Verdict and check.CORRECT == verdict.CORRECT
+    assert check.GRADING_ENV == verdict.GRADING_ENV and check.VERDICT_KEY == verdict.VERDICT_KEY

@@ -208,6 +208,15 @@ def test_a_host_callback_in_the_compiled_program_is_refused():
     assert host_callback('%c = custom-call(%x), custom_call_target="xla_python_cpu_callback"') == \
         "xla_python_cpu_callback"
     assert host_callback('%c = custom-call(%x), custom_call_target="__cublas$gemm"') is None
+    # as JAX 0.7 compiles them on CPU: pure_callback and io_callback with a result, then jax.debug.print
+    returns = ('ROOT %pure_callback.1 = f32[4]{0} custom-call(%x.1), custom_call_target="xla_ffi_python_cpu_callback", '
+               'operand_layout_constraints={f32[4]{0}}, api_version=API_VERSION_TYPED_FFI')
+    assert host_callback(returns) == "xla_ffi_python_cpu_callback"
+    assert host_callback('%io = (f32[4]{0}, token[]) custom-call(%x, %t), custom_call_target="xla_python_cpu_callback"')
+    prints = ('%debug_print.1 = () custom-call(%wrapped_reduce), custom_call_target="xla_ffi_python_cpu_callback", '
+              'operand_layout_constraints={f32[]}, custom_call_has_side_effect=true')
+    assert host_callback(prints) is None
+    assert host_callback('%io = (token[]) custom-call(%x, %t), custom_call_target="xla_python_cpu_callback"') is None
 
 
 def test_right_values_with_no_collectives_are_correct_and_say_why(registry):
@@ -334,6 +343,13 @@ SCRIPT = textwrap.dedent("""
                         return jnp.asarray(x.reshape(X, x.shape[0] // X, Y, -1).mean(axis=(1, 3)), dtype=a.dtype)
         return jnp.zeros((X, Y), a.dtype)
 
+    def means_printing(a, mesh):  # right, and prints while it runs: jax.debug.print gives the program nothing back
+        def local(x):
+            m = x.mean(keepdims=True)
+            jax.debug.print("mean {m}", m=m)
+            return m
+        return jax.shard_map(local, mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", "Y"))(a)
+
     def raises(a, mesh):
         return a @ jnp.ones(3)
 
@@ -366,6 +382,7 @@ SCRIPT = textwrap.dedent("""
     for name, eid, f in [("right", "10.1", means), ("psum", "10.1", means_by_psum),
                          ("whole mean", "10.1", means_of_everything), ("stub", "10.1", stub),
                          ("callback", "10.1", means_by_callback), ("frames", "10.1", means_from_frames),
+                         ("debug print", "10.1", means_printing),
                          ("raises", "10.1", raises), ("roll whole", "10.2", roll_whole),
                          ("psum_scatter", "10.7", reduce_scatter_by_psum_scatter),
                          ("chapter 10.6", "10.6", chapter_ar), ("chapter psum 10.6", "10.6", chapter_psum),
@@ -402,6 +419,8 @@ def test_a_right_function_is_correct(on_8_devices):
     status, message = on_8_devices["right"]
     assert status == "correct" and "matches the unsharded result on all 2 cases" in message
     assert "its compiled program has no collectives" in message
+    status, message = on_8_devices["debug print"]
+    assert status == "correct", message  # a host callback that returns nothing to the program is allowed
 
 
 def test_right_values_through_a_forbidden_collective_fail_on_the_collective(on_8_devices):

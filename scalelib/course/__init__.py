@@ -5,8 +5,13 @@
   whose references scalelib computes (kept out of the learner's kernel when grading);
 * :mod:`scalelib.course.grade`: ``scalelib grade``, which runs submissions in isolated
   kernels and re-checks every answer itself, into a gradebook;
+* :mod:`scalelib.course.verdict`: the verdicts and answer decoding every part of the
+  machinery shares (its lowest layer);
+* :mod:`scalelib.course.gradebook`: the gradebook, rosters, Canvas's CSV, reports and
+  feedback; :mod:`scalelib.course.classreport`: the class report of a gradebook;
 * :mod:`scalelib.course.sandbox`: each submission's temporary folder, kernel, limits and
   clean-up; :mod:`scalelib.course.record`: the answers a grading kernel records;
+* :mod:`scalelib.course.gradescope`: the Gradescope autograder bundle and its runner;
 * :mod:`scalelib.course.authoring`: exercise notebooks generated from the solved ones,
   setup cells and Colab links;
 * :mod:`scalelib.course.apidoc`: the site's API reference and formula index;

@@ -32,7 +32,7 @@ import math
 import os
 import re
 import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -40,12 +40,9 @@ import numpy as np
 from .._derivation import Derivation
 from .._errors import InvalidValueError, unknown
 from .._units import fmt
-
-#: Key of the verdict in a check output's metadata (the output's data is plain text only,
-#: so every notebook front end and the book show it as they show any printed text).
-VERDICT_KEY = "scalelib/verdict"
-
-CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
+from .verdict import (  # noqa: F401 - re-exported: notebooks and tests import them from here
+    CORRECT, GRADING_ENV, INCORRECT, NOT_ATTEMPTED, VERDICT_KEY, Verdict, cut as _cut,
+)
 
 #: Units that are bytes: the only ones that get bits-versus-bytes and binary-prefix hints.
 BYTE_UNITS = frozenset({"B", "B/s"})
@@ -239,28 +236,6 @@ class Exercise:
     involves: frozenset | None = None  # quantities of QUANTITIES the question involves; None: from the unit
 
 
-#: Environment variable set (to "1") in the kernels ``scalelib grade`` runs submissions in: there
-#: :func:`check` only records the answer (see :mod:`scalelib.course.record`); the grader judges it.
-GRADING_ENV = "SCALELIB_GRADING"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What :func:`check` concluded about one answer."""
-
-    exercise: str
-    status: str  # CORRECT, INCORRECT or NOT_ATTEMPTED
-    message: str
-    rel_error: float | None = None
-    diagnosis: str | None = None
-
-    def __str__(self) -> str:
-        return self.message
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
 _REGISTRY: dict[str, Exercise] = {}
 
 
@@ -423,15 +398,6 @@ def _shown(x, limit: int = 60) -> str:
         text = repr(x)
     except Exception:  # a learner's object with a broken __repr__
         text = f"<{type(x).__name__} object>"
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _cut(obj, limit: int = 200) -> str:
-    """str(`obj`) cut short; never raises (a learner's exception may have a broken __str__)."""
-    try:
-        text = str(obj)
-    except Exception:
-        text = f"<{type(obj).__name__}>"
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 

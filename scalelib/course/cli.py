@@ -2,8 +2,8 @@
 
 Exit status: 0 on success (also when answers are wrong: grading reports them);
 1 when ``--check`` finds drift, when ``grade --strict`` finds a notebook it could
-not grade (failed, or chapter unknown), on a bad path, or when an authoring tool
-reports an error; 2 on a usage error.
+not grade (failed, chapter unknown, of another chapter, not graded: retry), on a
+bad path, or when an authoring tool reports an error; 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ when grade --strict finds a notebook it could not grade, or on an error;
 
 examples:
   scalelib grade submissions/ --out gradebook --strict
+  scalelib class-report gradebook/gradebook.json
   scalelib generate --check
   scalelib sync-setup
   scalelib api-docs --check
@@ -39,8 +40,10 @@ def _parser() -> argparse.ArgumentParser:
         "grade", help="grade submissions in isolated kernels and write a gradebook",
         description="Run each notebook in a kernel of its own (a temporary folder, a minimal "
         "environment, limits on time, memory and output), re-check every answer in this process, and write "
-        "a gradebook: gradebook.csv and gradebook.json (a row per learner, a column per exercise) and one "
-        "feedback file per learner in DIR/feedback/. Stored outputs are never trusted; only what runs counts.",
+        "a gradebook: gradebook.csv and gradebook.json (a row per learner, a column per exercise), one "
+        "feedback file per learner in DIR/feedback/ and the class report DIR/class-report.html (per exercise "
+        "the shares right, wrong and not attempted and the commonest slips). Stored outputs are never trusted; "
+        "only what runs counts.",
         epilog="Each kernel runs in a bubblewrap sandbox of Linux namespaces (its own processes only, no network, "
         "no checkout, no answer key, limits on memory and processes); without bubblewrap grading refuses unless "
         "--unsafe is given. See the book's page for instructors.")
@@ -55,33 +58,57 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--notebook-timeout", metavar="SECONDS", type=_positive_seconds, default=600.0,
                    help="seconds all of a notebook's cells may run together (default: 600)")
     g.add_argument("--memory", metavar="SIZE", type=_memory_size, default="4G",
-                   help="address-space limit of each kernel, e.g. 2G or 512M; 0 for none (default: 4G)")
+                   help="memory of each kernel, e.g. 2G or 512M; 0 for none (default: 4G): the limit of a cgroup "
+                   "holding the kernel and every process it starts, together, where one can be made (the grader "
+                   "runs as root), and always the address space of each of its processes (RLIMIT_AS)")
+    g.add_argument("--home-size", metavar="SIZE", type=_home_size, default="512M",
+                   help="size of each kernel's home folder, a tmpfs of its own in the sandbox: all the files it "
+                   "writes together (default: 512M)")
     g.add_argument("--max-output", metavar="SIZE", type=_output_size, default="4M",
                    help="most output a notebook may print or display; the rest is dropped (default: 4M)")
     g.add_argument("--seed", metavar="N", type=int, default=None,
                    help="seed of the cases drawn for function exercises (default: a fresh one, reported)")
+    g.add_argument("--draw-seed", metavar="N", type=int, default=None,
+                   help="seed of the JAX exercises' second draws of inputs (default: a fresh one from the operating "
+                   "system's randomness, recorded in gradebook.json as draw_seed); with --seed, grades a run again "
+                   "on the same inputs")
     g.add_argument("--strict", action="store_true",
-                   help="exit 1 if any notebook could not be graded (failed, or chapter unknown)")
+                   help="exit 1 if any notebook could not be graded (failed, chapter unknown, of another chapter, or "
+                   "not graded: retry)")
     g.add_argument("--chapter", metavar="N", type=int, default=None,
                    help="the chapter assigned: notebooks of another chapter are reported, not run or credited")
     g.add_argument("--roster", metavar="FILE",
-                   help="CSV with the columns learner and notebook (file name), and optionally Canvas's ID, "
-                   "SIS User ID, SIS Login ID and Section: learners are named from it")
+                   help="CSV with a learner column and a notebook column (a file name, a path ending the "
+                   "notebook's path, or the learner's folder as 'ada/'), Canvas's ID column (matched to Canvas's "
+                   "bulk-download file names), or both; optionally SIS User ID, SIS Login ID and Section. Each "
+                   "notebook is matched to one row, never by name; one on no row is reported and left out of "
+                   "canvas.csv")
     g.add_argument("--jobs", metavar="N", type=int, default=1,
                    help="notebooks graded at once, each in its own process and sandbox (default: 1)")
     g.add_argument("--canvas", metavar="ASSIGNMENT",
                    help="also write DIR/canvas.csv for Canvas's gradebook import, ASSIGNMENT being the column "
-                   "name as Canvas exports it, e.g. 'Chapter 3 (12345)' (IDs come from --roster)")
+                   "name as Canvas exports it, e.g. 'Chapter 3 (12345)'; needs --roster, whose rows give the IDs")
     g.add_argument("--unsafe", action="store_true",
-                   help="grade even where no sandbox can be made (each notebook then runs with your rights; "
-                   "every report says so)")
+                   help="grade even where no sandbox can be made (each notebook then runs with your rights, or, "
+                   "when you are root, as the unprivileged user SCALELIB_KERNEL_USER names; every report says "
+                   "so)")
 
     ag = sub.add_parser("autograder", help="write a Gradescope autograder bundle for one chapter",
-                        description="Write setup.sh, run_autograder, source/ and autograder.zip into DIR: upload "
-                        "the zip on Gradescope's Configure Autograder page. Each submission is graded on "
-                        "Gradescope's machines as the chapter given, one container per submission.")
+                        description="Write autograder.zip into DIR (its root: setup.sh, run_autograder and the "
+                        "package, as Gradescope's specification asks; the same files beside it): upload the zip on "
+                        "Gradescope's Configure Autograder page. setup.sh installs Python 3.11 or later and the "
+                        "package; each submission's one notebook is graded as the chapter given, one container "
+                        "per submission, flags visible to the instructor only.")
     ag.add_argument("--gradescope", metavar="DIR", required=True, help="folder for the bundle")
     ag.add_argument("--chapter", metavar="N", type=int, required=True, help="the chapter the assignment is")
+
+    cr = sub.add_parser("class-report", help="write the class report of a gradebook.json",
+                        description="Write the class report (self-contained HTML: per chapter a chart of the shares "
+                        "of each exercise right, wrong and not attempted, the commonest named slips with the hint "
+                        "learners saw; per learner the slips made more than once) from a gradebook.json alone.")
+    cr.add_argument("gradebook", metavar="GRADEBOOK_JSON", help="the gradebook.json that scalelib grade wrote")
+    cr.add_argument("--out", metavar="FILE", default=None,
+                    help="where to write it (default: class-report.html beside the gradebook)")
 
     gen = sub.add_parser("generate", help="write exercises/*.ipynb from solutions/*.ipynb",
                          description="Write one exercise notebook in exercises/ for each solution notebook in "
@@ -156,6 +183,18 @@ def _memory_size(text: str):
     return size
 
 
+def _home_size(text: str) -> int:
+    from .grade import parse_size
+
+    try:
+        size = parse_size(text)
+    except ScalelibError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if size < 2**20:
+        raise argparse.ArgumentTypeError(f"expected at least 1M, got {text!r}")
+    return size
+
+
 def _output_size(text: str) -> int:
     from .grade import parse_size
 
@@ -169,21 +208,28 @@ def _output_size(text: str) -> int:
 
 
 def _grade(args) -> int:
-    from .grade import GRADED, Limits, collect, grade, report_block
-
-    from .grade import load_roster
+    from .._errors import InvalidValueError
+    from .classreport import write_class_report
+    from .grade import GRADED, Limits, collect, grade, load_roster, report_block
 
     limits = Limits(cell_timeout_s=args.timeout, notebook_timeout_s=args.notebook_timeout,
-                    memory_bytes=args.memory, max_output_bytes=args.max_output, unsafe=args.unsafe)
+                    memory_bytes=args.memory, max_output_bytes=args.max_output, unsafe=args.unsafe,
+                    home_bytes=args.home_size)
     collect(args.notebooks)  # a missing path is reported before anything runs
+    if args.canvas and not args.roster:
+        raise InvalidValueError("--canvas needs --roster: Canvas matches rows by ID, which the roster gives")
     roster = load_roster(args.roster) if args.roster else None
     book = grade(args.notebooks, limits, seed=args.seed, chapter=args.chapter, roster=roster, jobs=args.jobs,
-                 on_graded=lambda g: print(report_block(g) + "\n", flush=True))
+                 draw_seed=args.draw_seed, on_graded=lambda g: print(report_block(g) + "\n", flush=True))
+    problems = book.roster_problems(canvas=bool(args.canvas))
+    if problems:
+        print(problems, file=sys.stderr)
     print(book.summary())
     written = book.write(args.out, canvas_assignment=args.canvas)
+    report = write_class_report(Path(args.out) / "gradebook.json")
     print(f"gradebook: {written[0]}, {written[1]}; feedback: {sum(p.parent.name == 'feedback' for p in written)} "
-          f"file(s) in {Path(args.out) / 'feedback'}" + (f"; Canvas: {Path(args.out) / 'canvas.csv'}" if args.canvas
-                                                         else ""))
+          f"file(s) in {Path(args.out) / 'feedback'}; class report: {report}"
+          + (f"; Canvas: {Path(args.out) / 'canvas.csv'}" if args.canvas else ""))
     if args.json:
         Path(args.json).write_text(book.to_json(), encoding="utf-8")
     if args.csv:
@@ -270,6 +316,13 @@ def _autograder(args) -> int:
     return 0
 
 
+def _class_report(args) -> int:
+    from .classreport import write_class_report
+
+    print(f"class report: {write_class_report(args.gradebook, args.out)}")
+    return 0
+
+
 def _pdf(args) -> int:
     from .pdf import build_pdf
 
@@ -291,7 +344,7 @@ def main(argv=None) -> int:
         return 2
     try:
         commands = {"grade": _grade, "generate": _generate, "sync-setup": _sync_setup, "api-docs": _api_docs,
-                    "book-map": _book_map, "pdf": _pdf, "autograder": _autograder}
+                    "book-map": _book_map, "pdf": _pdf, "autograder": _autograder, "class-report": _class_report}
         return commands[args.command](args)
     except ScalelibError as err:
         print(f"scalelib {args.command}: error: {err}", file=sys.stderr)

@@ -3,10 +3,14 @@
 ``scalelib grade FOLDER_OR_FILES... --out DIR`` (or :func:`grade`) grades each
 notebook on its own, and no notebook can cost another learner anything:
 
-1. **Snapshot.** Every notebook is read once, before any runs, and rebuilt from its
-   cells' sources only: stored outputs (forged verdicts, outputs on Markdown or
-   blank cells, outputs under ``skip-execution`` tags) are discarded; only what
-   runs in this grading run counts. A later write to the file changes nothing.
+1. **Snapshot.** Learners are named first, from the files' paths (and the roster);
+   then each notebook is read just before it is graded (never all at once), and
+   rebuilt from its cells' sources only: stored outputs (forged verdicts, outputs
+   on Markdown or blank cells, outputs under ``skip-execution`` tags) are
+   discarded; only what runs in this grading run counts. An older notebook
+   (nbformat 3, 4.0 to 4.4) is converted first. No kernel can reach another
+   submission's file: the sandbox shows it none (with ``--unsafe`` a kernel has
+   the grader's rights, and could).
 2. **Chapter.** From the notebook's metadata (``metadata["scalelib"]["chapter"]``,
    which ``make exercises`` writes), else from its file name (``chNN``). A notebook
    whose chapter cannot be told is reported ("chapter unknown") and not run.
@@ -18,8 +22,15 @@ notebook on its own, and no notebook can cost another learner anything:
    after a cell records a function, the grader calls it in the kernel on the
    exercise's registered cases plus cases drawn for this run (the registered
    ones' numbers varied at random, their types kept; a seed per run). A
-   ``kind="jax"`` function is run under ``jax.jit`` on a simulated mesh; its
-   output and compiled HLO come back, and the collectives are read here.
+   ``kind="jax"`` function is compiled under ``jax.jit`` on a simulated mesh and
+   run; its output and compiled HLO come back, and the collectives are read here.
+   Only then does the grader send the seeds of a second draw of inputs (from the
+   operating system's randomness, recorded as the run's ``draw_seed``), and the
+   compiled program runs on it too. A try stopped by the machine rather than the
+   notebook (a kernel that could not start, the grader's own requests or the
+   output channel timing out) is made again; when every try is, the notebook is
+   reported "not graded: retry", never given 0 points. ``jobs=N`` grades N
+   notebooks at once through the same function as ``jobs=1``.
 4. **Judge.** Here, in the grader's process, with
    :func:`~scalelib.course.check.verdict`: the last answer recorded per exercise
    counts; an exercise of the chapter never answered is "missing"; answers to
@@ -29,17 +40,15 @@ notebook on its own, and no notebook can cost another learner anything:
    checker or the answer key, for the instructor to look at (nothing is credited
    or discredited for it).
 
-The gradebook (:meth:`Gradebook.write`) is ``gradebook.csv`` and ``gradebook.json``
-(a row per learner: a column per exercise with the points earned, the total and
-the maximum, the status and the flags) and one short Markdown feedback file per
-learner in ``feedback/``.
+The gradebook (:mod:`scalelib.course.gradebook`, written by its ``Gradebook.write``)
+is ``gradebook.csv`` and ``gradebook.json`` (a row per learner: a column per
+exercise with the points earned, the total and the maximum, the status and the
+flags) and one short Markdown feedback file per learner in ``feedback/``.
 """
 
 from __future__ import annotations
 
 import atexit
-import csv
-import io
 import json
 import logging
 import math
@@ -55,24 +64,41 @@ import numpy as np
 
 from .._errors import InvalidValueError
 from .._units import fmt
-from .check import CORRECT, INCORRECT, NOT_ATTEMPTED, VERDICT_KEY, Verdict, exercises, get_exercise, verdict
-from .record import ANSWER_MIME, CALLS_MIME, MAX_VALUES, case_key, decode_number, encode_cases
+from .check import exercises, get_exercise, verdict
+from .gradebook import (  # noqa: F401 - the gradebook, rosters, reports and statuses were part of this module
+    CHAPTER_UNKNOWN, FAILED, GRADED, MISSING, NOT_GRADED, WRONG_CHAPTER, Gradebook, Roster, _clean, _name_learners,
+    feedback, load_roster, parse_canvas_name, report_block)
+from .record import ANSWER_MIME, CALLS_MIME, case_key, encode_cases
+from .verdict import CORRECT, INCORRECT, NOT_ATTEMPTED, VERDICT_KEY, Verdict
+from .verdict import Malformed as _Malformed, decode as _decode
 
-#: Status of an exercise of the notebook's chapter that no cell answered.
-MISSING = "missing"
-#: Statuses of a notebook: run to the end; stopped or unreadable (``error`` says why); chapter not known.
-GRADED, FAILED, CHAPTER_UNKNOWN = "graded", "failed", "chapter unknown"
-#: Status of a notebook of another chapter than the one assigned (``--chapter``): reported, never run or credited.
-WRONG_CHAPTER = "wrong chapter"
 #: Most bytes of answer records (and function-call results) one notebook may send in all; past it they are dropped.
 MAX_RECORDS_BYTES = 8 * 2**20
-#: The flag on every notebook graded without a namespace sandbox (``--unsafe``).
+#: The flag on every notebook graded without a namespace sandbox (``--unsafe``) whose kernel ran as the grader.
 UNSAFE_FLAG = "graded WITHOUT a sandbox (--unsafe): this notebook ran with the grader's rights"
+#: The flag on a notebook graded without a namespace sandbox (``--unsafe``) by a grader running as root whose
+#: kernel ran as the unprivileged user :data:`~scalelib.course.sandbox.KERNEL_USER_ENV` names (Gradescope's).
+UNSAFE_USER_FLAG = ("graded WITHOUT a sandbox (--unsafe): this notebook ran as the unprivileged user {user!r} "
+                    "(uid {uid}), not with the grader's rights, but it shared the machine's processes, network "
+                    "and every file that user may read")
 #: Largest notebook file read (bytes).
 MAX_NOTEBOOK_BYTES = 100 * 2**20
-#: Seconds to wait, once a cell has replied, for the rest of its output; past it the kernel's output
-#: channel is taken as broken (a message over the size limit disconnects it) and the notebook stops.
+#: Seconds to wait, once a cell has replied, for the rest of its output. Past it the grader asks the kernel
+#: for a sign of life on its output channel (within :data:`IOPUB_GRACE_S`): if that comes back while the
+#: cell's own output never did, the channel lost it (a message over the size limit disconnects it: the
+#: notebook's doing, and the notebook stops); if the cell's output was only late, or nothing comes back,
+#: the machine was too busy, and the notebook is graded again.
 IOPUB_TIMEOUT_S = 10.0
+#: Seconds to wait for that sign of life.
+IOPUB_GRACE_S = 30.0
+#: Seconds a kernel may take to start and answer.
+STARTUP_TIMEOUT_S = 60.0
+#: Seconds to wait before each new try of a notebook the machine kept from being graded (a random part of
+#: as much again is added, so that parallel workers do not retry in step); one try more than delays given.
+RETRY_DELAYS_S = (5.0, 20.0)
+#: Tests only: ``f(what, attempt) -> seconds`` by which to slow the machine down artificially, ``what`` being
+#: "start" (the kernel's start) or "iopub" (each wait for a cell's output); None in real grading.
+_SLOW_MACHINE: Callable[[str, int], float] | None = None
 
 _CHAPTER_IN_NAME = re.compile(r"(?:^|[^a-z])ch(\d+)", re.IGNORECASE)
 _LOG = logging.getLogger("scalelib.grade")
@@ -111,9 +137,14 @@ class Limits:
     Attributes:
         cell_timeout_s: seconds one cell may run (s); a cell over it stops the notebook.
         notebook_timeout_s: seconds all the notebook's cells may run together (s).
-        memory_bytes: the kernel's address-space limit (B), or None for none.
+        memory_bytes: the memory of the kernel and every process it starts (B), or None for
+            none: a cgroup's limit over all of them together where one can be made (the
+            grader is root), and always each process's address space (``RLIMIT_AS``).
         max_output_bytes: the most bytes of output a notebook may produce (B); beyond
             it output is dropped (answers still count).
+        home_bytes: the size of the kernel's home folder, a tmpfs of its own in the
+            sandbox (B): all it writes there together (each file is also limited to
+            256 MiB). Its pages count towards `memory_bytes` where a cgroup is made.
         unsafe: grade even where no namespace sandbox can be made (each kernel then runs
             with the grader's rights; every report says so). Otherwise grading refuses there.
     """
@@ -123,6 +154,7 @@ class Limits:
     memory_bytes: int | None = 4 * 2**30
     max_output_bytes: int = 4 * 2**20
     unsafe: bool = False
+    home_bytes: int = 512 * 2**20
 
     def __post_init__(self):
         for name in ("cell_timeout_s", "notebook_timeout_s"):
@@ -135,6 +167,8 @@ class Limits:
         if isinstance(self.max_output_bytes, bool) or not isinstance(self.max_output_bytes, int) \
                 or self.max_output_bytes < 1024:
             raise InvalidValueError(f"`max_output_bytes` must be at least 1024 bytes, got {self.max_output_bytes!r}")
+        if isinstance(self.home_bytes, bool) or not isinstance(self.home_bytes, int) or self.home_bytes < 2**20:
+            raise InvalidValueError(f"`home_bytes` must be at least 1 MiB, got {self.home_bytes!r}")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -182,7 +216,8 @@ class NotebookGrade:
         learner: from ``metadata["scalelib"]["learner"]``, else the file name.
         chapter: the chapter it was graded as, or None.
         status: "graded", "failed" (`error` says why; answers recorded before the
-            failure still count) or "chapter unknown".
+            failure still count), "chapter unknown", "wrong chapter" or "not graded: retry"
+            (the machine kept it from being graded, `error` says how; no points, no exercises).
         exercises: one grade per exercise of the chapter, in order.
         cell_errors: cells that raised (grading carried on after them).
         error: why the notebook could not be run to the end, or None.
@@ -191,6 +226,10 @@ class NotebookGrade:
             limits reached, processes left behind, ...); they change no points.
         seed: the seed the function exercises' cases were drawn with.
         seconds: how long grading it took.
+        draw_seed: the seed of the JAX exercises' second draws of inputs (from the operating
+            system's randomness unless given; sent to the kernel only after the function is
+            compiled). Grading again with the same `seed` and `draw_seed` draws the same inputs.
+        retries: why each earlier try of this notebook stopped (the machine, not the notebook).
     """
 
     notebook: str
@@ -204,6 +243,8 @@ class NotebookGrade:
     flags: tuple[str, ...] = ()
     seed: int | None = None
     seconds: float = 0.0
+    draw_seed: int | None = None
+    retries: tuple[str, ...] = ()
 
     @property
     def points(self) -> float:
@@ -231,6 +272,7 @@ class NotebookGrade:
             "cell_errors": [asdict(c) for c in self.cell_errors],
             "ignored": list(self.ignored), "flags": list(self.flags),
             "seed": self.seed, "seconds": round(self.seconds, 3),
+            "draw_seed": self.draw_seed, "retries": list(self.retries),
         }
 
 
@@ -317,10 +359,18 @@ def learner_from_path(path) -> str:
     """The learner a submission's file names: its stem without a ``chNN`` token, or its folder's name when
     the file keeps the course's own name (``ada/ch03_sharding.ipynb`` is ada's).
 
+    A file named by Canvas's bulk download (:func:`~scalelib.course.gradebook.parse_canvas_name`) is its
+    learner's Canvas name and user ID: grade such files with a roster to name learners as the course does.
+
     >>> learner_from_path("subs/ada_lovelace_ch03.ipynb"), learner_from_path("subs/ada/ch03_sharding.ipynb")
     ('ada_lovelace', 'ada')
+    >>> learner_from_path("subs/lovelaceada_LATE_10003_4242_ch03_sharding.ipynb")
+    'lovelaceada_10003'
     """
     path = Path(path)
+    canvas = parse_canvas_name(path.name)
+    if canvas:  # Canvas's bulk download: its name part and user ID (a roster names the learner properly)
+        return f"{canvas.name}_{canvas.user_id}"[:100]
     stem = path.stem
     if _COURSE_NOTEBOOK.match(stem) and path.parent.name:
         return path.parent.name[:100]
@@ -328,22 +378,32 @@ def learner_from_path(path) -> str:
     return (name or stem)[:100]
 
 
-def load(path) -> Submission:
-    """Read the notebook at `path` once: its sources, learner, chapter and static flags; never raises."""
+def load(path, *, learner: str | None = None) -> Submission:
+    """Read the notebook at `path` once: its sources, learner, chapter and static flags; never raises.
+
+    An older notebook (nbformat 3, or 4.0 to 4.4) is converted to the current format first.
+    `learner` names it (from a roster, say); by default its file does (:func:`learner_from_path`).
+    """
     import nbformat
 
     path = Path(path)
-    sub = Submission(path, learner=learner_from_path(path))
+    sub = Submission(path, learner=learner if learner is not None else learner_from_path(path))
     name_chapter = _chapter_from_name(path)
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             raise ValueError(f"the file is larger than {_size_text(MAX_NOTEBOOK_BYTES)}")
         text = path.read_text(encoding="utf-8")
         raw = json.loads(text)
-        if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
+        if not isinstance(raw, dict):
+            raise ValueError("it has no list of cells (it is not a JSON object)")
+        version = raw.get("nbformat")
+        if isinstance(version, int) and not isinstance(version, bool) and version < 4:
+            # an older format (nbformat 3 keeps its cells in worksheets): nbformat converts it
+            raw = nbformat.convert(nbformat.reads(text, as_version=nbformat.NO_CONVERT), 4)
+        elif version not in (4, None):
+            raise ValueError(f"nbformat {str(version)[:20]} is not a notebook format this grader reads (4 or older)")
+        if not isinstance(raw.get("cells"), list):
             raise ValueError("it has no list of cells")
-        if raw.get("nbformat") not in (4, None):
-            raw = nbformat.reads(text, as_version=4)  # an older format: let nbformat convert it
     except FileNotFoundError:
         sub.error = "not found"
     except Exception as err:  # noqa: BLE001 - anything unreadable is reported, not raised
@@ -552,21 +612,45 @@ def grading_cases(exercise_id: str, seed: int) -> tuple[dict, ...]:
 # Running a notebook
 
 
+def _slowdown(what: str, attempt: int) -> float:
+    """Seconds by which tests slow the machine down (:data:`_SLOW_MACHINE`); 0 in real grading."""
+    return float(_SLOW_MACHINE(what, attempt)) if _SLOW_MACHINE is not None else 0.0
+
+
 def _client_class():
+    import asyncio
+
     from nbclient import NotebookClient
 
     class GradingClient(NotebookClient):
         """nbclient's client, keeping answers apart and at most `max_output` bytes of other outputs."""
 
-        def __init__(self, nb, km, max_output: int, **kw):
+        def __init__(self, nb, km, max_output: int, attempt: int = 1, **kw):
             super().__init__(nb, km=km, **kw)
             self.max_output = max_output
+            self.attempt = attempt
             self.kept_bytes = 0
             self.output_dropped_in: list[int] = []
             self.collecting = "cell"
             self.records: list[dict] = []  # answers (or calls, or probe) displayed by the current execution
             self.record_bytes = 0
             self.records_dropped = 0
+
+        async def async_start_new_kernel_client(self):
+            delay = _slowdown("start", self.attempt)
+            if delay >= self.startup_timeout:  # tests: a machine so busy that the kernel answers too late
+                await asyncio.sleep(self.startup_timeout)
+                await self._async_cleanup_kernel()
+                raise RuntimeError(f"Kernel didn't respond in {self.startup_timeout} seconds")
+            if delay:
+                await asyncio.sleep(delay)
+            return await super().async_start_new_kernel_client()
+
+        async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
+            delay = _slowdown("iopub", self.attempt)
+            if delay:  # tests: a machine so busy that a cell's output arrives `delay` s late
+                await asyncio.sleep(delay)
+            return await super()._async_poll_output_msg(parent_msg_id, cell, cell_index)
 
         def output(self, outs, msg, display_id, cell_index):
             from .sandbox import OUTPUT_DROPPED, PROBE_MIME
@@ -625,9 +709,77 @@ class _Run:
     cell_errors: list = field(default_factory=list)
     error: str | None = None
     flags: list = field(default_factory=list)
+    machine: str | None = None  # why the machine, not the notebook, stopped this try (it is then tried again)
 
 
-async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: int) -> _Run:
+async def _output_lost(client) -> bool | None:
+    """After a cell's output stopped short of its end: whether the kernel's output channel lost it.
+
+    The grader asks the kernel for its info and reads the output channel, where messages come in the
+    order they were sent. False when the cell's own output comes, only late (a busy machine). True when
+    the kernel's answer comes while the cell's output never does: on the output channel first (the
+    channel dropped the cell's output), or on the request channel with nothing on the output channel
+    for :data:`IOPUB_TIMEOUT_S` more (the channel is dead): a message over the size limit disconnects
+    it, the notebook's doing. None when nothing at all comes within :data:`IOPUB_GRACE_S`.
+    """
+    from queue import Empty
+
+    kc = client.kc
+    cell_id = getattr(kc, "last_execute_id", None)
+    try:
+        probe = kc.kernel_info()
+    except Exception:  # noqa: BLE001 - the channels are gone
+        return None
+
+    def parent(msg):
+        return (msg.get("parent_header") or {}).get("msg_id") if isinstance(msg, dict) else None
+
+    deadline = time.monotonic() + IOPUB_GRACE_S
+    replied_at = None
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            msg = await kc.iopub_channel.get_msg(timeout=min(1.0, left))
+        except Empty:
+            msg = None
+        except Exception:  # noqa: BLE001
+            return None
+        if msg is not None and cell_id is not None and parent(msg) == cell_id:
+            return False
+        if msg is not None and parent(msg) == probe:
+            return True
+        while replied_at is None:
+            try:
+                reply = await kc.shell_channel.get_msg(timeout=0)
+            except Exception:  # noqa: BLE001 - Empty: no reply yet
+                break
+            if parent(reply) == probe:
+                replied_at = time.monotonic()
+        if replied_at is not None and time.monotonic() - replied_at > IOPUB_TIMEOUT_S:
+            return True
+    return None
+
+
+def _silence(what: str) -> str:
+    return (f"the kernel's output channel stayed silent for more than {fmt(IOPUB_TIMEOUT_S, 's')} {what} and "
+            f"then {fmt(IOPUB_GRACE_S, 's')} more, while the kernel had not ended (a busy machine)")
+
+
+def _unsafe_flag(run_as: tuple[int, int] | None) -> str:
+    """The flag of a notebook graded without a namespace sandbox: its kernel ran as the grader, or (`run_as`,
+    the sandbox's (uid, gid)) as an unprivileged user of its own."""
+    if run_as is None:
+        return UNSAFE_FLAG
+    import pwd
+
+    try:
+        user = pwd.getpwuid(run_as[0]).pw_name
+    except KeyError:
+        user = "?"
+    return UNSAFE_USER_FLAG.format(user=_clean(user), uid=run_as[0])
+
+
+async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: int, draw_seed: int,
+                   attempt: int = 1) -> _Run:
     import nbformat
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -640,13 +792,13 @@ async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: 
     if not code:
         return run
     with Sandbox(limits.memory_bytes, limits.max_output_bytes, cpu_seconds=limits.notebook_timeout_s + 60,
-                 unsafe=limits.unsafe) as box:
+                 home_bytes=limits.home_bytes, unsafe=limits.unsafe) as box:
         if not box.isolated:
-            run.flags.append(UNSAFE_FLAG)
-        nbformat.write(nb, str(box.home / (sub.path.stem[:100] + ".ipynb")))
+            run.flags.append(_unsafe_flag(box.run_as))
+        nbformat.write(nb, str(box.inbox / (sub.path.stem[:100] + ".ipynb")))
         client = _client_class()(
-            nb, km=box.kernel_manager(), max_output=limits.max_output_bytes, allow_errors=True,
-            startup_timeout=60, shutdown_kernel="immediate", log=_LOG,
+            nb, km=box.kernel_manager(), max_output=limits.max_output_bytes, attempt=attempt, allow_errors=True,
+            startup_timeout=int(STARTUP_TIMEOUT_S), shutdown_kernel="immediate", log=_LOG,
             iopub_timeout=IOPUB_TIMEOUT_S, raise_on_iopub_timeout=True,
             skip_cells_with_tag="skip-execution", kernel_name="scalelib-grading")
         box.before_start()
@@ -655,7 +807,8 @@ async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: 
             async with client.async_setup_kernel(cleanup_kc=True, **box.start_kwargs()):
                 started = True
                 box.kernel_started(client.km)
-                await _run_cells(client, box, nb, code, ids, limits, seed, run, CellTimeoutError, DeadKernelError)
+                await _run_cells(client, box, nb, code, ids, limits, seed, draw_seed, run, CellTimeoutError,
+                                 DeadKernelError)
                 box.note_leftovers()
         except Exception as err:  # noqa: BLE001 - a kernel that cannot start, or dies while starting
             if not started:
@@ -663,8 +816,8 @@ async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: 
                 tail = f"; its log ends: {_one_line(log[-1])}" if log else ""
                 hint = (f" (is the memory limit of {_size_text(limits.memory_bytes)} too low? a kernel needs about "
                         f"300 MiB of address space)" if limits.memory_bytes else "")
-                run.error = f"the kernel could not start ({type(err).__name__}: {_one_line(err)}){tail}{hint}"
-            elif run.error is None:
+                run.machine = f"the kernel could not start ({type(err).__name__}: {_one_line(err)}){tail}{hint}"
+            elif run.error is None and run.machine is None:
                 run.error = f"grading stopped ({type(err).__name__}: {_one_line(err)})"
         finally:
             atexit.unregister(client._cleanup_kernel)  # nbclient leaves it registered when the kernel fails to start
@@ -697,10 +850,94 @@ async def _helper(client, source: str, index: int, timeout: float, collecting: s
     return records, cell
 
 
-async def _run_cells(client, box, nb, code, ids, limits, seed, run, CellTimeoutError, DeadKernelError):
+def second_draw_seeds(exercise_id: str, count: int, draw_seed: int) -> list[int]:
+    """The seeds of the second draws of inputs of a jax exercise's `count` cases, from the run's `draw_seed`.
+
+    >>> second_draw_seeds("10.3", 2, 7) == second_draw_seeds("10.3", 2, 7)
+    True
+    """
+    rng = random.Random(f"{int(draw_seed)}:{exercise_id}:second draw")
+    return [rng.randrange(10**6, 10**9) for _ in range(count)]
+
+
+async def _call_function(client, eid: str, cases: tuple, index: int, number: int, deadline: float, limits: Limits,
+                         draw_seed: int, CellTimeoutError, DeadKernelError) -> tuple[tuple, str | None, str | None]:
+    """Call the function recorded for `eid` in the kernel on `cases`: (its ``_calls``, the notebook's error, the
+    machine's trouble). A jax exercise's function is compiled and run on the cases' inputs first; only then are
+    the seeds of its second draws of inputs sent (:func:`second_draw_seeds`), so that nothing the function can
+    read while it is traced and compiled tells them."""
+    jax = get_exercise(eid).kind == "jax"
+    phases = ("call_recorded_jax", "call_recorded_jax_second") if jax else ("call_recorded",)
+    results = None
+    for phase in phases:
+        remaining = deadline - time.monotonic()
+        limit = max(0.5, min(limits.cell_timeout_s, remaining))
+        per_call = min(limit, max(1.0, limit / (len(cases) + 1)))  # wall-clock: at least 1 s on a busy machine
+        if phase == "call_recorded_jax_second":
+            seeds = second_draw_seeds(eid, len(cases), draw_seed)
+            argument = json.dumps(seeds)
+        else:
+            argument = encode_cases(cases)
+        source = (f'__import__("scalelib.course.record", fromlist=["{phase}"]).{phase}('
+                  f'{eid!r}, {argument!r}, {per_call!r})')
+        try:
+            records, _ = await _helper(client, source, index, limit, "calls")
+        except CellTimeoutError as err:
+            if "IOPub" in str(err) and await _output_lost(client) is not True:
+                return (cases, None, "the machine was too busy"), None, _silence(
+                    f"while the grader called the function that answers {eid} (after cell {number})")
+            return ((cases, None, "the calls did not finish in time"),
+                    f"calling the function that answers {eid} (after cell {number}) did not finish within "
+                    f"{fmt(limit, 's')}; the cells after it were not run", None)
+        except DeadKernelError:
+            return ((cases, None, "the kernel died while calling it"),
+                    f"the kernel died while calling the function that answers {eid} (after cell {number}); the "
+                    f"cells after it were not run", None)
+        record = records[-1] if records and isinstance(records[-1], dict) else {}
+        if phase != "call_recorded_jax_second":
+            results = record.get("results")
+        else:
+            results = _merge_second_draws(results, record.get("results"), seeds)
+        if not isinstance(results, list):
+            break
+    return (cases, results, None), None, None
+
+
+def _merge_second_draws(results, second, seeds: list[int]):
+    """`results` (one per case) with each run's second draw put in: the seed the grader sent (never one the
+    kernel names) and the output, or what stopped it."""
+    if not isinstance(results, list):
+        return results
+    second = second if isinstance(second, list) else []
+    merged = []
+    for i, result in enumerate(results):
+        if not isinstance(result, dict) or result.get("result") != "value":
+            merged.append(result)
+            continue
+        later = second[i] if i < len(second) and isinstance(second[i], dict) else None
+        result = {k: v for k, v in result.items() if k not in ("seed2", "answer2")}
+        if later is not None and later.get("result") == "value" and "answer" in later:
+            merged.append({**result, "seed2": seeds[i], "answer2": later["answer"]})
+        elif later is not None and later.get("result") in _JAX_RESULTS:
+            merged.append(later)  # the second run's timeout or error is the function's result
+        else:
+            merged.append(result)  # judged "not run on a second draw of inputs"
+    return merged
+
+
+async def _run_cells(client, box, nb, code, ids, limits, seed, draw_seed, run, CellTimeoutError, DeadKernelError):
     deadline = time.monotonic() + limits.notebook_timeout_s
-    records, _ = await _helper(client, '__import__("scalelib.course.sandbox", fromlist=["probe"]).probe()',
-                               code[0], 60.0, "probe")
+    try:  # no cell of the notebook has run yet: whatever stops this is the machine's doing
+        records, _ = await _helper(client, '__import__("scalelib.course.sandbox", fromlist=["probe"]).probe()',
+                                   code[0], STARTUP_TIMEOUT_S, "probe")
+    except CellTimeoutError as err:
+        run.machine = (_silence("after the grader's first request") if "IOPub" in str(err) else
+                       f"the grading kernel did not answer the grader's first request within "
+                       f"{fmt(STARTUP_TIMEOUT_S, 's')}")
+        return
+    except DeadKernelError:
+        run.machine = f"the kernel died before the notebook's first cell ({box.death()})"
+        return
     probe = records[-1] if records and isinstance(records[-1], dict) else {}
     box.note_kernel_tree()
     where = str(probe.get("scalelib", ""))
@@ -728,6 +965,9 @@ async def _run_cells(client, box, nb, code, ids, limits, seed, run, CellTimeoutE
         except CellTimeoutError as err:
             run.answers.extend((number, r) for r in client.records)
             if "IOPub" in str(err):
+                if await _output_lost(client) is not True:
+                    run.machine = _silence(f"after cell {number} replied")
+                    return
                 run.error = (f"the kernel's output channel broke in cell {number} (a message over the size limit?); "
                              f"the cells after it were not run")
                 return
@@ -755,28 +995,13 @@ async def _run_cells(client, box, nb, code, ids, limits, seed, run, CellTimeoutE
                 last_function[payload["exercise"]] = payload
         for eid, payload in last_function.items():
             cases = cases_cache.setdefault(eid, grading_cases(eid, seed))
-            remaining = deadline - time.monotonic()
-            limit = max(0.5, min(limits.cell_timeout_s, remaining))
-            per_call = min(limit, max(1.0, limit / (len(cases) + 1)))  # wall-clock: at least 1 s on a busy machine
-            runner = "call_recorded_jax" if get_exercise(eid).kind == "jax" else "call_recorded"
-            source = (f'__import__("scalelib.course.record", fromlist=["{runner}"]).{runner}('
-                      f'{eid!r}, {encode_cases(cases)!r}, {per_call!r})')
-            try:
-                results, _ = await _helper(client, source, index, limit, "calls")
-            except CellTimeoutError:
-                payload["_calls"] = (cases, None, "the calls did not finish in time")
+            calls, error, machine = await _call_function(client, eid, cases, index, number, deadline, limits,
+                                                         draw_seed, CellTimeoutError, DeadKernelError)
+            payload["_calls"] = calls
+            if error or machine:
                 run.answers.extend((number, r) for r in answers)
-                run.error = (f"calling the function that answers {eid} (after cell {number}) did not finish within "
-                             f"{fmt(limit, 's')}; the cells after it were not run")
+                run.error, run.machine = error, machine
                 return
-            except DeadKernelError:
-                payload["_calls"] = (cases, None, "the kernel died while calling it")
-                run.answers.extend((number, r) for r in answers)
-                run.error = (f"the kernel died while calling the function that answers {eid} (after cell "
-                             f"{number}); the cells after it were not run")
-                return
-            record = results[-1] if results and isinstance(results[-1], dict) else {}
-            payload["_calls"] = (cases, record.get("results"), None)
         run.answers.extend((number, r) for r in answers)
 
 
@@ -789,43 +1014,12 @@ _CALL_RESULTS = ("value", "none", "not implemented", "error", "timeout")
 _JAX_RESULTS = _CALL_RESULTS + ("unavailable",)
 
 
-class _Malformed(ValueError):
-    """An answer record that sl.check cannot have written (written by hand?)."""
-
-
 def _expected(exercise) -> str:
     if exercise.kind == "choice":
         return "one of " + ", ".join(map(repr, exercise.choices))
     if exercise.kind in ("function", "jax"):
         return "a function"
     return "a number" + (f" in {exercise.unit}" if exercise.unit else "") + " (or a list of numbers)"
-
-
-def _decode(answer: dict):
-    """The Python value a recorded (non-function) answer stands for; raises _Malformed."""
-    if not isinstance(answer, dict):
-        raise _Malformed("not a record")
-    kind = answer.get("kind")
-    try:
-        if kind == "none":
-            return None
-        if kind == "number":
-            return decode_number(answer["value"])
-        if kind == "numbers":
-            shape, values = answer["shape"], answer["values"]
-            if not (isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                                                    for n in shape) and isinstance(values, list)):
-                raise _Malformed("bad shape or values")
-            if len(values) > MAX_VALUES or int(np.prod(shape)) != len(values):
-                raise _Malformed("the values do not fill the shape")
-            return np.array([decode_number(v) for v in values], dtype=float).reshape(shape)
-        if kind == "text":
-            if not isinstance(answer["value"], str):
-                raise _Malformed("text that is not a string")
-            return answer["value"]
-    except (KeyError, ValueError, TypeError) as err:
-        raise _Malformed(str(err)) from None
-    raise _Malformed(f"unknown kind {kind!r}")
 
 
 def _unreadable_value(answer: dict):
@@ -1012,12 +1206,21 @@ def _chapter_ids(chapter: int) -> tuple[str, ...]:
         return ()
 
 
-def grade_submission(sub: Submission, limits: Limits | None = None, seed: int | None = None) -> NotebookGrade:
-    """Grade one :class:`Submission` (see :func:`load`); never raises for anything in the notebook."""
+def grade_submission(sub: Submission, limits: Limits | None = None, seed: int | None = None, *,
+                     draw_seed: int | None = None) -> NotebookGrade:
+    """Grade one :class:`Submission` (see :func:`load`); never raises for anything in the notebook.
+
+    A try that the machine stopped (the kernel could not start, the grader's own requests or the
+    kernel's output channel timed out: :class:`_Run`'s ``machine``) is made again, after
+    :data:`RETRY_DELAYS_S`; when every try was stopped so, the grade is :data:`NOT_GRADED` with the
+    cause, no exercises and no points. A cell's own time limit is the notebook's, never retried.
+    """
     limits = limits or Limits()
     seed = new_seed() if seed is None else seed
+    draw_seed = new_seed() if draw_seed is None else draw_seed
     start = time.monotonic()
-    base = NotebookGrade(str(sub.path), sub.learner, sub.chapter, seed=seed, flags=tuple(sub.flags))
+    base = NotebookGrade(str(sub.path), sub.learner, sub.chapter, seed=seed, flags=tuple(sub.flags),
+                         draw_seed=draw_seed)
     ids = _chapter_ids(sub.chapter) if sub.chapter is not None else ()
     if sub.chapter is None or not ids:
         why = sub.chapter_note or f"chapter {sub.chapter} has no registered exercises"
@@ -1030,23 +1233,38 @@ def grade_submission(sub: Submission, limits: Limits | None = None, seed: int | 
                        seconds=time.monotonic() - start)
     from jupyter_core.utils import run_sync
 
-    try:
-        run = run_sync(_execute)(sub, ids, limits, seed)
-    except Exception as err:  # noqa: BLE001 - one notebook's trouble is its own row, never the batch's
-        run = _Run(error=f"could not be run ({type(err).__name__}: {_one_line(err)})")
+    retries: list[str] = []
+    for attempt in range(1, len(RETRY_DELAYS_S) + 2):
+        try:
+            run = run_sync(_execute)(sub, ids, limits, seed, draw_seed, attempt)
+        except Exception as err:  # noqa: BLE001 - one notebook's trouble is its own row, never the batch's
+            run = _Run(error=f"could not be run ({type(err).__name__}: {_one_line(err)})")
+        if run.machine is None:
+            break
+        retries.append(f"try {attempt}: {run.machine}")
+        if attempt <= len(RETRY_DELAYS_S):
+            delay = RETRY_DELAYS_S[attempt - 1]
+            time.sleep(delay + random.uniform(0, delay))  # not in step with the other workers
+    else:
+        return replace(base, status=NOT_GRADED, retries=tuple(retries), seconds=time.monotonic() - start,
+                       error=f"{run.machine}; tried {len(retries)} times, each stopped by the machine, not the "
+                             f"notebook: grade it again when the machine is less busy")
     grades, ignored, flags = _grades(sub, ids, run)
     return replace(base, status=FAILED if run.error else GRADED, exercises=tuple(grades),
                    cell_errors=tuple(run.cell_errors), error=run.error, ignored=tuple(ignored),
-                   flags=tuple(sub.flags) + tuple(run.flags) + tuple(flags), seconds=time.monotonic() - start)
+                   flags=tuple(sub.flags) + tuple(run.flags) + tuple(flags), retries=tuple(retries),
+                   seconds=time.monotonic() - start)
 
 
-def grade_notebook(path, limits: Limits | None = None, seed: int | None = None) -> NotebookGrade:
+def grade_notebook(path, limits: Limits | None = None, seed: int | None = None, *,
+                   draw_seed: int | None = None) -> NotebookGrade:
     """Read, run and grade the notebook at `path` (see the module's docstring); never raises for its content."""
-    return grade_submission(load(path), limits, seed)
+    return grade_submission(load(path), limits, seed, draw_seed=draw_seed)
 
 
 def new_seed() -> int:
-    """A fresh seed for the cases drawn in one grading run."""
+    """A fresh seed from the operating system's randomness (``secrets``): for the cases drawn in one grading
+    run, or for the second draws of inputs of its JAX exercises."""
     return secrets.randbelow(10**9)
 
 
@@ -1084,219 +1302,18 @@ def collect(paths: Iterable) -> list[Path]:
     return unique
 
 
-@dataclass
-class Gradebook:
-    """The grades of one run: a row per notebook, the seed its cases were drawn with, its limits."""
-
-    grades: list[NotebookGrade]
-    seed: int
-    limits: Limits
-    roster: Roster | None = None
-    tampered: tuple = ()  # package files whose contents changed during the run
-
-    def exercise_ids(self) -> list[str]:
-        ids = {e.exercise for g in self.grades for e in g.exercises}
-        return sorted(ids, key=lambda i: tuple(int(p) if p.isdigit() else 0 for p in i.split(".")))
-
-    def to_json(self) -> str:
-        return json.dumps({"seed": self.seed, "limits": self.limits.to_json(), "tampered": list(self.tampered),
-                           "exercises": self.exercise_ids(),
-                           "learners": [g.to_json() for g in self.grades]}, indent=2, ensure_ascii=False) + "\n"
-
-    def to_csv(self) -> str:
-        ids = self.exercise_ids()
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["learner", "notebook", "chapter", "status", *ids, "total", "max", "flags", "note"])
-        for g in self.grades:
-            earned = {e.exercise: _points(e.points) for e in g.exercises}
-            status = g.status if g.status == GRADED else f"{g.status}: {g.error}" if g.status == FAILED else g.status
-            writer.writerow([_text_cell(g.learner), _text_cell(g.notebook), "" if g.chapter is None else g.chapter,
-                             _text_cell(status), *(earned.get(i, "") for i in ids), _points(g.points),
-                             _points(g.max_points), _text_cell("; ".join(g.flags)),
-                             _text_cell("" if g.status == FAILED else (g.error or ""))])
-        return out.getvalue()
-
-    def to_canvas_csv(self, assignment: str) -> str:
-        """The gradebook as a CSV Canvas imports (its gradebook's own columns, then `assignment`'s points).
-
-        Canvas matches rows by ``ID`` (or ``SIS User ID``/``SIS Login ID``), which come from the roster;
-        `assignment` is the column's name as Canvas exports it, e.g. ``"Chapter 3 (12345)"``.
-        """
-        if not isinstance(assignment, str) or not assignment.strip():
-            raise InvalidValueError(f"`assignment` must name the Canvas assignment column, got {assignment!r}")
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["Student", *_CANVAS_COLUMNS, assignment.strip()])
-        writer.writerow(["Points Possible", "", "", "", "",
-                         _points(max((g.max_points for g in self.grades), default=0))])
-        for g in self.grades:
-            row = self.roster.canvas(g.learner) if self.roster else {}
-            writer.writerow([_text_cell(g.learner), *(_text_cell(row.get(c, "")) for c in _CANVAS_COLUMNS),
-                             _points(g.points) if g.status in (GRADED, FAILED) else "0"])
-        return out.getvalue()
-
-    def report(self) -> str:
-        blocks = [report_block(g) for g in self.grades]
-        if self.tampered:
-            blocks.insert(0, "WARNING: these files of the grader changed while it ran (answers were judged by the "
-                             "versions imported before the first notebook): " + ", ".join(self.tampered))
-        blocks.append(self.summary())
-        return "\n\n".join(blocks) + "\n"
-
-    def summary(self) -> str:
-        n = len(self.grades)
-        counts = {s: sum(g.status == s for g in self.grades)
-                  for s in (GRADED, FAILED, CHAPTER_UNKNOWN, WRONG_CHAPTER)}
-        parts = [f"{counts[GRADED]} graded"]
-        if counts[FAILED]:
-            parts.append(f"{counts[FAILED]} failed")
-        if counts[CHAPTER_UNKNOWN]:
-            parts.append(f"{counts[CHAPTER_UNKNOWN]} chapter unknown")
-        if counts[WRONG_CHAPTER]:
-            parts.append(f"{counts[WRONG_CHAPTER]} of another chapter")
-        flagged = sum(bool(g.flags) for g in self.grades)
-        if flagged:
-            parts.append(f"{flagged} flagged")
-        return f"{n} notebook{'s' if n != 1 else ''}: {', '.join(parts)}; function cases drawn with seed {self.seed}"
-
-    def write(self, out_dir, *, canvas_assignment: str | None = None) -> list[Path]:
-        """Write ``gradebook.csv``, ``gradebook.json`` and ``feedback/<learner>.md`` into `out_dir`
-        (and ``canvas.csv`` with `canvas_assignment`).
-
-        Every file is written first into a fresh folder beside `out_dir`, then renamed into place: a
-        symlink, FIFO or file already at a gradebook path is replaced, never written through; a folder
-        there is refused.
-
-        Raises:
-            InvalidValueError: `out_dir` is a symlink or not a folder, or a folder stands at a file's path.
-        """
-        import os
-        import shutil
-        import tempfile
-
-        out = Path(out_dir)
-        if out.is_symlink() or (out.exists() and not out.is_dir()):
-            raise InvalidValueError(f"`out_dir` {str(out)!r} exists and is not a folder (or is a symlink)")
-        out.mkdir(parents=True, exist_ok=True)
-        feedback_dir = out / "feedback"
-        if feedback_dir.is_symlink() or (feedback_dir.exists() and not feedback_dir.is_dir()):
-            feedback_dir.unlink()
-        feedback_dir.mkdir(exist_ok=True)
-        files: dict[str, str] = {"gradebook.csv": self.to_csv(), "gradebook.json": self.to_json()}
-        if canvas_assignment is not None:
-            files["canvas.csv"] = self.to_canvas_csv(canvas_assignment)
-        used: set[str] = set()
-        for g in self.grades:
-            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", g.learner).strip("._") or "learner"
-            name, n = stem, 1
-            while name.lower() in used:
-                n += 1
-                name = f"{stem}-{n}"
-            used.add(name.lower())
-            files[f"feedback/{name}.md"] = feedback(g)
-        staging = Path(tempfile.mkdtemp(prefix=".gradebook-", dir=out))
-        try:
-            (staging / "feedback").mkdir()
-            written = []
-            for rel, text in files.items():
-                with open(staging / rel, "w", encoding="utf-8", newline="") as f:
-                    f.write(text)
-            for rel in files:
-                target = out / rel
-                if target.is_dir() and not target.is_symlink():
-                    raise InvalidValueError(f"a folder stands where the gradebook's file {str(target)!r} goes")
-                os.replace(staging / rel, target)
-                written.append(target)
-            return written
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _clean(text: str) -> str:
-    """`text` without control characters (a learner's error message could carry terminal escapes)."""
-    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
-
-
-def _text_cell(text: str) -> str:
-    """`text` for a CSV cell; one a spreadsheet would read as a formula (a learner's name from the notebook's
-    metadata, say) gets a leading apostrophe."""
-    text = _clean(text)
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
-
-
-def _fenced(text: str) -> list[str]:
-    """`text` as a Markdown code block whose fence no run of backticks in it can close."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [fence + "text", text, fence]
-
-
-def _points(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
-def report_block(g: NotebookGrade) -> str:
-    """The report's lines for one notebook."""
-    chapter = f"chapter {g.chapter}" if g.chapter is not None else "chapter unknown"
-    head = f"{g.learner} ({g.notebook}, {chapter}): {g.status}"
-    if g.exercises:
-        head += f", {_points(g.points)}/{_points(g.max_points)} points"
-    lines = [head]
-    width = max([len(e.exercise) for e in g.exercises], default=0)
-    for e in g.exercises:
-        notes = []
-        if e.status == INCORRECT and e.rel_error is not None and math.isfinite(e.rel_error):
-            notes.append(f"off by {fmt(e.rel_error * 100)}%")
-        if e.diagnosis:
-            notes.append(f"likely {e.diagnosis}")
-        extra = f"  ({'; '.join(notes)})" if notes else ""
-        lines.append(f"  {e.exercise:<{width}}  {e.status}{extra}")
-    if g.error:
-        lines.append(f"  {'could not run to the end' if g.exercises else 'not graded'}: {g.error}")
-    lines.extend(f"  {c}" for c in g.cell_errors)
-    lines.extend(f"  ignored: {i}" for i in g.ignored)
-    lines.extend(f"  flag: {f}" for f in g.flags)
-    return _clean("\n".join(lines))
-
-
-_ICONS = {CORRECT: "✅", INCORRECT: "❌", NOT_ATTEMPTED: "⬜", MISSING: "⬜"}
-
-
-def feedback(g: NotebookGrade) -> str:
-    """The learner's short Markdown feedback: each exercise's status and the grader's message."""
-    title = f"Chapter {g.chapter}" if g.chapter is not None else "Feedback"
-    lines = [f"# {title}: feedback for {g.learner}", "",
-             f"Notebook `{Path(g.notebook).name}`: {g.status}"
-             + (f", {_points(g.points)}/{_points(g.max_points)} points." if g.exercises else "."), ""]
-    if g.error:
-        lines += [f"**{'The grading run stopped' if g.exercises else 'Not graded'}:** {g.error}", ""]
-    if g.exercises:
-        lines += ["| Exercise | Status | Points |", "|---|---|---|"]
-        lines += [f"| {e.exercise} | {_ICONS.get(e.status, '')} {e.status} | {_points(e.points)}/"
-                  f"{_points(e.max_points)} |" for e in g.exercises]
-        lines.append("")
-        for e in g.exercises:
-            lines += [f"## Exercise {e.exercise}: {e.status}", "", *_fenced(e.message.strip() or e.status), ""]
-    if g.cell_errors:
-        lines += ["## Cells that raised", ""] + [f"- {c}" for c in g.cell_errors] + [""]
-    if g.ignored:
-        lines += ["## Answers that did not count", ""] + [f"- {i}" for i in g.ignored] + [""]
-    return _clean("\n".join(lines).rstrip("\n")) + "\n"
-
-
 def grade(paths: Iterable, limits: Limits | None = None, seed: int | None = None,
           on_graded: Callable[[NotebookGrade], None] | None = None, *, chapter: int | None = None,
-          roster: "Roster | None" = None, jobs: int = 1) -> Gradebook:
+          roster: "Roster | None" = None, jobs: int = 1, draw_seed: int | None = None) -> Gradebook:
     """Grade every notebook `paths` name (files or folders), each on its own; see the module's docstring.
 
-    Every notebook is read before any runs, so that none can change another's file
-    before it is graded; every answer key and grader module is imported, and the
-    package's files hashed, before the first kernel starts (and checked after the last).
-    `on_graded` is called with each grade as it is made.
+    Learners are named first, from the files' paths (and the roster): nothing is read
+    from the notebooks yet. Then each notebook is read just before it is graded, held
+    to the assigned chapter and graded: one at a time, or `jobs` at a time, each in a
+    process of its own, by the same function (:func:`_grade_entry`), so that
+    ``jobs=N`` runs exactly what ``jobs=1`` runs. Every answer key and grader module is
+    imported, and the package's files hashed, before the first kernel starts (and
+    checked after the last). `on_graded` is called with each grade as it is made.
 
     Args:
         chapter: the chapter assigned; a notebook of another chapter is reported
@@ -1304,10 +1321,12 @@ def grade(paths: Iterable, limits: Limits | None = None, seed: int | None = None
         roster: who handed in which file (:func:`load_roster`); learners are named
             from it, else from their file's name, never from the notebook's metadata.
         jobs: notebooks graded at once, each in its own process and sandbox.
+        draw_seed: the seed of the JAX exercises' second draws of inputs (recorded in
+            each grade); by default a fresh one from the operating system's randomness.
 
     Raises:
         InvalidValueError: a path that does not exist, a folder without notebooks, a bad
-            `chapter` or `jobs`.
+            `chapter`, `jobs` or seed.
         SandboxUnavailable: no sandbox can be made here and ``limits.unsafe`` is false.
     """
     from .sandbox import SandboxUnavailable, isolation
@@ -1317,35 +1336,26 @@ def grade(paths: Iterable, limits: Limits | None = None, seed: int | None = None
         raise InvalidValueError(f"`jobs` must be a whole number of notebooks at once, 1 or more, got {jobs!r}")
     if chapter is not None and (isinstance(chapter, bool) or not isinstance(chapter, int) or not _chapter_ids(chapter)):
         raise InvalidValueError(f"`chapter` must be a chapter with exercises (1 to 12), got {chapter!r}")
+    for name, value in (("seed", seed), ("draw_seed", draw_seed)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidValueError(f"`{name}` must be a whole number (or None for a fresh one), got {value!r}")
     ok, why = isolation()
     if not ok and not limits.unsafe:
         raise SandboxUnavailable(f"no sandbox can be made for the grading kernels: {why}. Install bubblewrap, or "
                                  f"pass --unsafe to grade without one, knowing that each notebook then runs with "
                                  f"your user's rights")
     seed = new_seed() if seed is None else seed
+    draw_seed = new_seed() if draw_seed is None else draw_seed
     fingerprint = preload()
-    submissions = [load(p) for p in collect(paths)]
+    entries = [Submission(p, learner=learner_from_path(p)) for p in collect(paths)]  # names only, nothing read
     if roster is not None:
-        roster.apply(submissions)
-    _name_learners(submissions)
-    if chapter is not None:
-        for sub in submissions:
-            _assign(sub, chapter)
+        roster.apply(entries)
+    _name_learners(entries, roster)
 
-    def one(sub: Submission) -> NotebookGrade:
-        if sub.chapter_note and sub.chapter_note.startswith(WRONG_CHAPTER):
-            return NotebookGrade(str(sub.path), sub.learner, sub.chapter, WRONG_CHAPTER,
-                                 error=sub.chapter_note[len(WRONG_CHAPTER) + 2:], seed=seed, flags=tuple(sub.flags))
-        try:
-            return grade_submission(sub, limits, seed)
-        except Exception as err:  # noqa: BLE001 - a grader bug on one notebook leaves the others graded
-            return NotebookGrade(str(sub.path), sub.learner, sub.chapter, FAILED,
-                                 error=f"internal error ({type(err).__name__}: {_one_line(err)})", seed=seed)
-
-    grades: list[NotebookGrade | None] = [None] * len(submissions)
-    if jobs == 1 or len(submissions) < 2:
-        for i, sub in enumerate(submissions):
-            grades[i] = one(sub)
+    grades: list[NotebookGrade | None] = [None] * len(entries)
+    if jobs == 1 or len(entries) < 2:
+        for i, entry in enumerate(entries):
+            grades[i] = _grade_entry(entry, limits, seed, draw_seed, chapter)
             if on_graded:
                 on_graded(grades[i])
     else:
@@ -1353,30 +1363,42 @@ def grade(paths: Iterable, limits: Limits | None = None, seed: int | None = None
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         context = multiprocessing.get_context("fork")  # workers inherit the answer keys imported and hashed above
-        with ProcessPoolExecutor(max_workers=min(jobs, len(submissions)), mp_context=context) as pool:
-            futures = {pool.submit(_grade_in_worker, sub, limits, seed): i for i, sub in enumerate(submissions)}
+        with ProcessPoolExecutor(max_workers=min(jobs, len(entries)), mp_context=context) as pool:
+            futures = {pool.submit(_grade_entry, entry, limits, seed, draw_seed, chapter): i
+                       for i, entry in enumerate(entries)}
             for future in as_completed(futures):
                 i = futures[future]
                 try:
                     grades[i] = future.result()
                 except Exception as err:  # noqa: BLE001 - a worker that died costs only its own notebook
-                    sub = submissions[i]
-                    grades[i] = NotebookGrade(str(sub.path), sub.learner, sub.chapter, FAILED,
+                    entry = entries[i]
+                    grades[i] = NotebookGrade(str(entry.path), entry.learner, entry.chapter, FAILED,
                                               error=f"its grading process failed ({type(err).__name__}: "
-                                                    f"{_one_line(err)})", seed=seed)
+                                                    f"{_one_line(err)})", seed=seed, draw_seed=draw_seed,
+                                              flags=tuple(entry.flags))
                 if on_graded:
                     on_graded(grades[i])
     changed = fingerprint.changed()
     return Gradebook(list(grades), seed, limits, roster=roster, tampered=tuple(changed))
 
 
-def _grade_in_worker(sub: Submission, limits: Limits, seed: int) -> NotebookGrade:
-    """One notebook graded in a worker process (``grade(..., jobs=N)``)."""
+def _grade_entry(entry: Submission, limits: Limits, seed: int, draw_seed: int, chapter: int | None) -> NotebookGrade:
+    """The one grading path, for ``jobs=1`` and for each worker of ``jobs=N``: read the notebook of `entry` (named
+    already), hold it to the assigned `chapter` (:func:`_assign`), and grade it; never raises."""
     try:
-        return grade_submission(sub, limits, seed)
-    except Exception as err:  # noqa: BLE001
-        return NotebookGrade(str(sub.path), sub.learner, sub.chapter, FAILED,
-                             error=f"internal error ({type(err).__name__}: {_one_line(err)})", seed=seed)
+        sub = load(entry.path, learner=entry.learner)
+        sub.flags = sub.flags + list(entry.flags)
+        if chapter is not None:
+            _assign(sub, chapter)
+        if sub.chapter_note and sub.chapter_note.startswith(WRONG_CHAPTER):
+            return NotebookGrade(str(sub.path), sub.learner, sub.chapter, WRONG_CHAPTER,
+                                 error=sub.chapter_note[len(WRONG_CHAPTER) + 2:], seed=seed, draw_seed=draw_seed,
+                                 flags=tuple(sub.flags))
+        return grade_submission(sub, limits, seed, draw_seed=draw_seed)
+    except Exception as err:  # noqa: BLE001 - a grader bug on one notebook leaves the others graded
+        return NotebookGrade(str(entry.path), entry.learner, entry.chapter, FAILED,
+                             error=f"internal error ({type(err).__name__}: {_one_line(err)})", seed=seed,
+                             draw_seed=draw_seed, flags=tuple(entry.flags))
 
 
 def _assign(sub: Submission, chapter: int) -> None:
@@ -1429,77 +1451,3 @@ def preload() -> _Fingerprint:
     for chapter in range(1, 13):
         _chapter_ids(chapter)
     return _Fingerprint()
-
-
-@dataclass
-class Roster:
-    """Who handed in which notebook: file name -> learner, with the learner's other columns (Canvas's IDs).
-
-    Made by :func:`load_roster` from a CSV with the columns ``learner`` and ``notebook``
-    (a file name, matched with or without ``.ipynb``), and optionally Canvas's ``ID``,
-    ``SIS User ID``, ``SIS Login ID`` and ``Section``.
-    """
-
-    rows: dict[str, dict[str, str]]
-
-    def apply(self, subs: list[Submission]) -> None:
-        for sub in subs:
-            row = self.rows.get(sub.path.name.lower()) or self.rows.get(sub.path.stem.lower())
-            if row is None:
-                sub.flags.append(f"the file {sub.path.name!r} is not on the roster; graded as {sub.learner!r}")
-            else:
-                sub.learner = row["learner"]
-
-    def canvas(self, learner: str) -> dict[str, str]:
-        for row in self.rows.values():
-            if row["learner"] == learner:
-                return row
-        return {}
-
-
-_CANVAS_COLUMNS = ("ID", "SIS User ID", "SIS Login ID", "Section")
-
-
-def load_roster(path) -> Roster:
-    """Read a roster CSV (see :class:`Roster`).
-
-    Raises:
-        InvalidValueError: no such file, a missing ``learner`` or ``notebook`` column, or a file listed twice.
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as err:
-        raise InvalidValueError(f"`roster`: cannot read {str(path)!r} ({err.strerror or err})") from None
-    reader = csv.DictReader(io.StringIO(text))
-    fields = {(f or "").strip().lower(): f for f in (reader.fieldnames or [])}
-    if "learner" not in fields or "notebook" not in fields:
-        raise InvalidValueError(f"`roster` {str(path)!r} needs the columns 'learner' and 'notebook', got "
-                                f"{list(reader.fieldnames or [])}")
-    rows: dict[str, dict[str, str]] = {}
-    for n, raw in enumerate(reader, start=2):
-        learner = " ".join((raw.get(fields["learner"]) or "").split())[:100]
-        notebook = (raw.get(fields["notebook"]) or "").strip()
-        if not learner or not notebook:
-            raise InvalidValueError(f"`roster` {str(path)!r} line {n}: a learner and a notebook are both needed")
-        key = Path(notebook).name.lower()
-        if key in rows:
-            raise InvalidValueError(f"`roster` {str(path)!r} line {n}: the notebook {notebook!r} is listed twice")
-        row = {"learner": learner}
-        for column in _CANVAS_COLUMNS:
-            if column.lower() in fields:
-                row[column] = (raw.get(fields[column.lower()]) or "").strip()
-        rows[key] = row
-    return Roster(rows)
-
-
-def _name_learners(subs: list[Submission]) -> None:
-    """A learner named by two or more submissions is reported on each of them; nobody's row is renamed."""
-    claims: dict[str, list[Submission]] = {}
-    for s in subs:
-        claims.setdefault(s.learner.casefold(), []).append(s)
-    for group in claims.values():
-        if len(group) > 1:
-            for s in group:
-                others = ", ".join(str(o.path) for o in group if o is not s)
-                s.flags.append(f"the learner {s.learner!r} is also claimed by {others}")

@@ -16,7 +16,7 @@ A ``kind="jax"`` exercise registers (see :class:`~scalelib.course.check.Exercise
 
 The learner's function is called as ``fn(*arrays, mesh=mesh, **kwargs)`` under
 ``jax.jit`` on a mesh of simulated devices, the arrays sharded as the case writes
-them; :func:`scalelib.course.record.run_jax_case` runs it (in the learner's kernel,
+them; :func:`scalelib.course.record.compile_jax_case` runs it (in the learner's kernel,
 with no answer key) and returns its output and the HLO XLA compiled for it.
 :func:`judge_results` then decides, here: the output's shape, its values
 (``allclose`` with the exercise's ``rtol``, relative to the result's scale), then
@@ -40,7 +40,7 @@ from .._errors import InvalidValueError
 from .._jax_bridge import KINDS, _arrays, parse_collectives
 from .._jax_collectives import input_values
 from .._units import fmt
-from .check import CORRECT, INCORRECT, NOT_ATTEMPTED, Verdict, _cut
+from .verdict import CORRECT, INCORRECT, NOT_ATTEMPTED, Malformed, Verdict, cut as _cut, decode
 
 #: What a call of the learner's function in the kernel can come to.
 RESULTS = ("value", "none", "not implemented", "error", "timeout", "unavailable")
@@ -264,8 +264,6 @@ def value_problem(exercise, got, want, apply=None) -> tuple[str | None, str | No
 
 def _decode_output(answer):
     """The learner's output as an array, or a text saying what it was instead."""
-    from .grade import _Malformed, _decode  # the grader's reading of a recorded value
-
     kind = answer.get("kind") if isinstance(answer, dict) else None
     if kind == "unreadable":
         return None, (f"your function returned {str(answer.get('type', 'an object'))[:60]} "
@@ -278,28 +276,52 @@ def _decode_output(answer):
     if kind == "none":
         return None, "your function returned None; did it forget `return`?"
     try:
-        return np.asarray(_decode(answer), dtype=float), None
-    except _Malformed as err:
+        return np.asarray(decode(answer), dtype=float), None
+    except Malformed as err:
         raise ValueError(f"a malformed output ({err})") from None
 
 
 #: custom-call targets through which a compiled program calls Python on the host (pure_callback, io_callback,
 #: jax.debug.callback and jax.debug.print), on CPU and GPU, old and FFI forms.
 _CALLBACK_TARGET = re.compile(r'custom_call_target="([^"]*callback[^"]*)"')
+#: The result type of an HLO instruction that is a custom call: ``%name = TYPE custom-call(...``.
+_CUSTOM_CALL_RESULT = re.compile(r"=\s*(.*?)\s*custom-call\(")
+
+
+def _returns_nothing(line: str) -> bool:
+    """Whether the custom call on `line` gives its program nothing back: an empty result (``()``, or tokens only)."""
+    found = _CUSTOM_CALL_RESULT.search(line)
+    if not found:
+        return False
+    result = re.sub(r"\{[^{}]*\}", "", found.group(1)).strip()  # layouts dropped: f32[4]{0} -> f32[4]
+    return result.startswith("(") and result.endswith(")") and all(
+        part.strip() in ("", "token[]") for part in result[1:-1].split(","))
 
 
 def host_callback(hlo: str) -> str | None:
-    """The custom-call target of the first host callback in `hlo` (None when there is none).
+    """The custom-call target of the first host callback in `hlo` that returns something to the program (None
+    when there is none).
 
-    >>> host_callback('%c = f32[4] custom-call(f32[4] %x), custom_call_target="xla_ffi_python_cpu_callback"')
+    A callback whose result is empty (``()``, or tokens only: ``jax.debug.print``, ``jax.debug.callback``, an
+    ``io_callback`` that returns nothing) gives the program nothing, so none of the program's output can be
+    computed on the host through it; one that returns an array (``jax.pure_callback``, an ``io_callback`` with
+    a result) can, and so can one whose result type cannot be read.
+
+    >>> host_callback('%c = f32[4]{0} custom-call(f32[4] %x), custom_call_target="xla_ffi_python_cpu_callback"')
     'xla_ffi_python_cpu_callback'
+    >>> host_callback('%p = () custom-call(f32[] %s), custom_call_target="xla_ffi_python_cpu_callback"') is None
+    True
     """
-    found = _CALLBACK_TARGET.search(hlo)
-    return found.group(1) if found else None
+    for line in hlo.splitlines():
+        found = _CALLBACK_TARGET.search(line)
+        if found and not _returns_nothing(line):
+            return found.group(1)
+    return None
 
 
 def judge_case(exercise, case, result, reference) -> tuple[str, str | None, str | None]:
-    """(status, problem, likely cause) for one case's `result` (a dict from ``run_jax_case``)."""
+    """(status, problem, likely cause) for one case's `result` (a dict from ``run_jax_case``, or the grader's
+    merge of ``compile_jax_case`` and ``run_second_draw``)."""
     eid = exercise.id
     where = label(case)
     kind = result.get("result") if isinstance(result, dict) else None
@@ -322,8 +344,9 @@ def judge_case(exercise, case, result, reference) -> tuple[str, str | None, str 
     callback = host_callback(str(result.get("hlo", "")))
     if callback:
         return INCORRECT, (f"❌ Exercise {eid}: your compiled program calls back into Python on the host "
-                           f"({callback}) {where}: jax.pure_callback, io_callback and jax.debug callbacks run on "
-                           f"the host, not the devices, so they cannot answer this exercise."), None
+                           f"({callback}) {where} and uses what it returns: jax.pure_callback and io_callback run "
+                           f"on the host, not the devices, so they cannot answer this exercise (jax.debug.print "
+                           f"may stay)."), None
     seed2 = result.get("seed2")
     if isinstance(seed2, bool) or not isinstance(seed2, int) or "answer2" not in result:
         return INCORRECT, f"❌ Exercise {eid}: your function was not run on a second draw of inputs {where}.", None

@@ -18,8 +18,10 @@ What a recorded answer looks like (``{"exercise": "1.3", "kind": ..., ...}``):
 * ``"function"``: the function stays in this kernel; the grader then runs
   :func:`call_recorded`, which calls it on the cases the grader sends and displays,
   under :data:`CALLS_MIME`, one result per case (for a ``kind="jax"`` exercise,
-  :func:`call_recorded_jax`, which runs it under ``jax.jit`` on a simulated mesh
-  and sends back its output and compiled HLO: :func:`run_jax_case`);
+  :func:`call_recorded_jax`, which compiles it under ``jax.jit`` on a simulated mesh,
+  runs it and sends back its output and compiled HLO: :func:`compile_jax_case`; then
+  :func:`call_recorded_jax_second` runs the compiled programs on a second draw of
+  inputs, whose seeds the grader sends only then);
 * ``"unreadable"``: anything else, with its type name, a short ``repr`` and the error
   met while reading it (an answer whose ``__float__`` raises, a ragged list, ...).
 
@@ -33,12 +35,12 @@ import signal
 import threading
 from typing import Any
 
+from .verdict import MAX_VALUES, decode_number  # noqa: F401 - decode_number: encode_number's inverse, re-exported
+
 #: MIME type of a recorded answer in a cell's output.
 ANSWER_MIME = "application/vnd.scalelib.answer+json"
 #: MIME type of the results of :func:`call_recorded`.
 CALLS_MIME = "application/vnd.scalelib.calls+json"
-#: Most values a list answer may hold; a longer one is recorded as unreadable.
-MAX_VALUES = 100_000
 #: Most characters of a text answer that are recorded.
 MAX_TEXT = 1_000
 #: Most characters of an exercise id, a type name, a repr or an error message that are recorded.
@@ -65,13 +67,6 @@ def _safe_repr(value) -> str:
 def encode_number(x: float) -> str:
     """`x` as text that :func:`decode_number` reads back exactly (``nan`` and ``inf`` included)."""
     return repr(float(x))
-
-
-def decode_number(text) -> float:
-    """The float :func:`encode_number` wrote; raises ValueError on anything else."""
-    if not isinstance(text, str) or len(text) > 40:
-        raise ValueError(f"not an encoded number: {_short(repr(text), 60)}")
-    return float(text)
 
 
 def describe(answer) -> dict:
@@ -311,19 +306,32 @@ def _hlo_for_grader(text: str) -> str:
     return "\n".join(lines)[:MAX_HLO]
 
 
-def run_jax_case(function, case: dict, time_limit_s: float = 0.0) -> dict:
-    """Run a learner's JAX `function` on one case of a ``kind="jax"`` exercise; the result as JSON. Never raises.
+#: exercise id -> per case, the compiled program and its input draw, kept from :func:`call_recorded_jax` for
+#: :func:`call_recorded_jax_second` (None where the first run did not give a value).
+_COMPILED: dict[str, list] = {}
+
+
+def second_seed(case: dict) -> int:
+    """The seed of a learner's own check's second draw of inputs: follows from the case's seed, so that the same
+    check gives the same verdict. (The grader's comes from the operating system's randomness instead, and is
+    sent to the kernel only after the function is compiled: :func:`call_recorded_jax_second`.)"""
+    return 10**6 + (int(case["seed"]) * 7919 + 104_729) % 10**9
+
+
+def compile_jax_case(function, case: dict, time_limit_s: float = 0.0) -> tuple[dict, tuple | None]:
+    """Compile a learner's JAX `function` for one case of a ``kind="jax"`` exercise and run it on the case's
+    inputs: (the result as JSON, the program kept for a second draw or None). Never raises.
 
     The case (see :mod:`scalelib.course.jax_check`) gives a mesh, the arrays in the
     book's notation, their sizes and a seed: the inputs are drawn from the seed and
     sharded on a simulated mesh (:func:`scalelib.sharded_inputs`), then
     ``jax.jit(function)`` is compiled and run on them, called as
     ``function(*arrays, mesh=mesh, **kwargs)``. It is traced and compiled from the
-    inputs' shapes alone, then run on the case's inputs and on a second draw
-    (``seed2``, made after compiling from the case's seed). The result: ``{"result": "value",
-    "answer": <the output, as describe() gives it>, "hlo": <the compiled HLO text>,
-    "replicated": <whether the output is whole on every device>, "seed2": ...,
-    "answer2": <the output on the second draw>}``, or ``"none"``,
+    inputs' shapes alone: no input value exists anywhere while it is traced, so
+    nothing it finds (in a caller's frame, say) can stand in for the computation, and
+    no second draw's seed exists yet. The result: ``{"result": "value", "answer":
+    <the output, as describe() gives it>, "hlo": <the compiled HLO text>,
+    "replicated": <whether the output is whole on every device>}``, or ``"none"``,
     ``"not implemented"``, ``"error"`` (type, message), ``"timeout"`` or
     ``"unavailable"`` (the mesh or the inputs could not be made here: too few
     devices, no JAX). Nothing here judges anything.
@@ -345,58 +353,114 @@ def run_jax_case(function, case: dict, time_limit_s: float = 0.0) -> dict:
         shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding) for x in draw(case["seed"])]
         bound = functools.partial(function, mesh=mesh, **dict(case.get("kwargs") or {}))
     except Exception as err:  # noqa: BLE001 - no JAX, too few devices, a malformed case
-        return {"result": "unavailable", "message": f"{type(err).__name__}: {_safe_text(err)}"}
+        return {"result": "unavailable", "message": f"{type(err).__name__}: {_safe_text(err)}"}, None
 
     def attempt():
-        # Traced and compiled from shapes alone: no input value exists anywhere while the function is traced, so
-        # nothing it finds (in a caller's frame, say) can stand in for the computation. Then run on the case's
-        # inputs and on a second draw, made only now: one compiled program answers both, so an output baked in
-        # as a constant is right for one draw at most. (The second seed follows from the first: the same case
-        # is graded the same way every time.)
         compiled = jax.jit(bound).lower(*shapes).compile()
         output = compiled(*draw(case["seed"]))
         jax.block_until_ready(output)
-        seed2 = 10**6 + (int(case["seed"]) * 7919 + 104_729) % 10**9  # another draw: a compiled constant fits at most one
-        output2 = compiled(*draw(seed2))
-        jax.block_until_ready(output2)
-        return compiled.as_text(), output, seed2, output2
+        return compiled, output
+
+    status, value = _timed(attempt, time_limit_s)
+    if status == "failed":
+        return value, None
+    compiled, output = value
+    if output is None:
+        return {"result": "none"}, None
+    replicated = None
+    if isinstance(output, jax.Array):
+        replicated = bool(output.sharding.is_fully_replicated)
+        answer = describe(output)
+    elif isinstance(output, (tuple, list, dict)):
+        answer = _unreadable(output, TypeError(f"a {type(output).__name__} of {len(output)} items; return one array"))
+    else:
+        answer = describe(output)
+    return ({"result": "value", "answer": answer, "hlo": _hlo_for_grader(compiled.as_text()), "replicated": replicated},
+            (compiled, draw))
+
+
+def run_second_draw(program: tuple, seed2: int, time_limit_s: float = 0.0) -> dict:
+    """Run a program :func:`compile_jax_case` kept on the inputs drawn from `seed2`: ``{"result": "value",
+    "answer": <its output>}``, or what stopped it (``"timeout"``, ``"error"``, ...). Never raises.
+
+    One compiled program answers both draws, so an output baked into it as a constant is
+    right for one draw at most."""
+    compiled, draw = program
+
+    def attempt():
+        output = compiled(*draw(int(seed2)))
+        import jax
+
+        jax.block_until_ready(output)
+        return output
 
     status, value = _timed(attempt, time_limit_s)
     if status == "failed":
         return value
-    hlo, output, seed2, output2 = value
-    if output is None:
-        return {"result": "none"}
-    replicated = None
-    if isinstance(output, jax.Array):
-        replicated = bool(output.sharding.is_fully_replicated)
-        answer, answer2 = describe(output), describe(output2)
-    elif isinstance(output, (tuple, list, dict)):
-        answer = _unreadable(output, TypeError(f"a {type(output).__name__} of {len(output)} items; return one array"))
-        answer2 = answer
-    else:
-        answer, answer2 = describe(output), describe(output2)
-    return {"result": "value", "answer": answer, "hlo": _hlo_for_grader(hlo), "replicated": replicated,
-            "seed2": seed2, "answer2": answer2}
+    if isinstance(value, (tuple, list, dict)):
+        return {"result": "value", "answer": _unreadable(value, TypeError(f"a {type(value).__name__}; return one array"))}
+    return {"result": "value", "answer": describe(value)}
+
+
+def run_jax_case(function, case: dict, time_limit_s: float = 0.0, seed2: int | None = None) -> dict:
+    """:func:`compile_jax_case`, then :func:`run_second_draw` on the draw of `seed2` (by default
+    :func:`second_seed`), in one go: the result with ``"seed2"`` and ``"answer2"`` (the output on the second draw)
+    added. For a learner's own check; the grader runs the two steps apart. Never raises."""
+    result, program = compile_jax_case(function, case, time_limit_s)
+    if program is None:
+        return result
+    seed2 = second_seed(case) if seed2 is None else int(seed2)
+    second = run_second_draw(program, seed2, time_limit_s)
+    if second.get("result") != "value":
+        return second
+    return {**result, "seed2": seed2, "answer2": second["answer"]}
 
 
 def call_recorded_jax(exercise_id: str, cases_json: str, time_limit_s: float = 30.0) -> None:
-    """Run the JAX function last recorded for `exercise_id` on each case of `cases_json`; display the results.
+    """Compile and run the JAX function last recorded for `exercise_id` on each case of `cases_json`; display the
+    results.
 
     The grader's counterpart of :func:`call_recorded` for ``kind="jax"`` exercises:
-    one :func:`run_jax_case` result per case, in order, under :data:`CALLS_MIME`.
+    one :func:`compile_jax_case` result per case, in order, under :data:`CALLS_MIME`.
+    The compiled programs are kept for :func:`call_recorded_jax_second`.
     """
     from IPython.display import display
 
     function = _FUNCTIONS.get(exercise_id)
     results = []
+    _COMPILED.pop(exercise_id, None)
     try:
         cases = [{k: decode_value(v) for k, v in case.items()} for case in json.loads(cases_json)]
         if function is None:
             results = [{"result": "error", "type": "LookupError", "message": "no function was recorded"}] * len(cases)
         else:
-            results = [run_jax_case(function, case, time_limit_s) for case in cases]
+            programs = []
+            for case in cases:
+                result, program = compile_jax_case(function, case, time_limit_s)
+                results.append(result)
+                programs.append(program)
+            _COMPILED[exercise_id] = programs
     except Exception as err:  # noqa: BLE001
         results = [{"result": "error", "type": type(err).__name__, "message": _safe_text(err)}]
     display({"text/plain": f"{len(results)} runs of the JAX function answering {exercise_id}",
+             CALLS_MIME: {"exercise": exercise_id, "results": results}}, raw=True)
+
+
+def call_recorded_jax_second(exercise_id: str, seeds_json: str, time_limit_s: float = 30.0) -> None:
+    """Run the programs :func:`call_recorded_jax` compiled for `exercise_id` on a second draw of inputs each, from
+    the seeds of `seeds_json` (one per case, sent by the grader only now); display the results
+    (:func:`run_second_draw`'s, one per case, ``{"result": "skipped"}`` where the first run gave no value)."""
+    from IPython.display import display
+
+    programs = _COMPILED.pop(exercise_id, None) or []
+    results = []
+    try:
+        seeds = json.loads(seeds_json)
+        for i, seed2 in enumerate(seeds):
+            program = programs[i] if i < len(programs) else None
+            results.append({"result": "skipped"} if program is None or isinstance(seed2, bool)
+                           or not isinstance(seed2, int) else run_second_draw(program, seed2, time_limit_s))
+    except Exception as err:  # noqa: BLE001
+        results = [{"result": "error", "type": type(err).__name__, "message": _safe_text(err)}]
+    display({"text/plain": f"{len(results)} second draws of the JAX function answering {exercise_id}",
              CALLS_MIME: {"exercise": exercise_id, "results": results}}, raw=True)

@@ -30,14 +30,24 @@ own processes, never the grader or another kernel), no network, a file system ma
 read-only ``/usr``, the Python installation and its virtual environment (with any
 editable-install finder or ``direct_url.json`` that points at the course's checkout
 masked, and any installed copy of scalelib hidden), the grading copy of scalelib
-(read-only, no answer key) and two writable folders of its own (``home/`` and the
-folder of its connection file); no checkout, no home folder of the grader, no
-gradebook folder, no ``/proc`` of other processes. When the grader runs as root, the
-kernel runs as ``nobody`` (uid 65534) with no capabilities; its memory and number of
-processes are then limited for all its processes together by a cgroup where one can
-be made. Otherwise the limits are per process (``RLIMIT_AS``, ``RLIMIT_NPROC``,
-``RLIMIT_CPU``, ``RLIMIT_FSIZE``). Where no sandbox can be made, :class:`Sandbox`
+(read-only, no answer key) and two writable folders of its own (``home/``, a tmpfs of
+``home_bytes`` where bubblewrap can size one, and the folder of its connection file); no
+checkout, no home folder of the grader, no gradebook folder, no ``/proc`` of other
+processes. When the grader runs as root, each kernel runs as a user of its own (from
+:data:`KERNEL_UIDS`; ``nobody`` only where none can be had) with no capabilities, so its
+process count (``RLIMIT_NPROC``, which Linux counts per user) is its own; its memory
+and number of processes are also limited for all its processes together by a cgroup
+where one can be made. As any other user, each kernel has a user namespace of its own,
+in which Linux (5.14 and later) counts its processes apart from every other kernel's.
+Per process, the limits are ``RLIMIT_AS`` (memory), ``RLIMIT_NPROC``, ``RLIMIT_CPU``
+and ``RLIMIT_FSIZE`` (the largest file). Where no sandbox can be made, :class:`Sandbox`
 refuses (:class:`SandboxUnavailable`) unless it is built with ``unsafe=True``.
+
+Without namespaces, as root (Gradescope's containers): where :data:`KERNEL_USER_ENV` names an
+unprivileged user (Gradescope's ``setup.sh`` creates ``scalelib-learner``), an ``--unsafe`` kernel
+still runs as that user, with no capabilities and no way to gain any (``setpriv``), its home and
+connection folders its own; what root alone may read (the answer key, once ``setup.sh`` has made it
+so) stays out of its reach. It then shares the machine's process list, network and file system.
 
 What it does not protect against: a flaw in the Linux kernel or in bubblewrap
 itself; reading what the Python installation holds (it is shared, read-only); and
@@ -63,6 +73,7 @@ from pathlib import Path
 
 from .._errors import ScalelibError
 from .record import ANSWER_MIME, CALLS_MIME
+from .verdict import GRADING_ENV
 
 #: The kernelspec name written into each sandbox.
 KERNEL_NAME = "scalelib-grading"
@@ -76,12 +87,19 @@ MAX_RECORD_BYTES = 8 * 2**20
 MAX_ERROR_BYTES = 64 * 2**10
 
 _PR_SET_CHILD_SUBREAPER = 36
-#: The unprivileged user a kernel runs as when the grader is root (Debian's ``nobody``).
+#: Debian's ``nobody``: the user of the sandbox test, and of a kernel when no user of its own can be had.
 NOBODY = 65534
+#: When the grader is root, each kernel runs as a user of its own, the first free one from this range
+#: (no other process runs as it; a lock file holds it while the kernel lives): its process count
+#: (``RLIMIT_NPROC``, counted per user) is its own, so no kernel can starve another.
+KERNEL_UIDS = range(1_500_000, 1_500_000 + 4096)
 #: Most processes (and threads) one kernel may run at once.
 MAX_PROCESSES = 512
 #: Largest file a kernel may write (B).
 MAX_FILE_BYTES = 256 * 2**20
+#: Environment variable naming the unprivileged user an ``--unsafe`` kernel runs as when the grader is root and
+#: no namespace sandbox can be made (Gradescope's ``run_autograder`` sets it to the user ``setup.sh`` created).
+KERNEL_USER_ENV = "SCALELIB_KERNEL_USER"
 
 
 class SandboxUnavailable(ScalelibError, RuntimeError):
@@ -111,7 +129,12 @@ def isolation() -> tuple[bool, str]:
         why = result.stderr.decode("utf-8", "replace").strip().splitlines()
         return False, (f"bubblewrap cannot make namespaces here ({why[-1] if why else result.returncode}); "
                        f"unprivileged user namespaces may be switched off")
-    who = f"as uid {NOBODY} (nobody)" if os.geteuid() == 0 else f"as uid {os.geteuid()}"
+    if os.geteuid() != 0:
+        who = f"as uid {os.geteuid()}"
+    elif _uid_mapped(KERNEL_UIDS):
+        who = f"each kernel as a user of its own (a uid from {KERNEL_UIDS.start})"
+    else:
+        who = f"as uid {NOBODY} (nobody)"
     return True, f"bubblewrap {bwrap}: private PID, network, IPC and mount namespaces, {who}"
 
 
@@ -122,13 +145,110 @@ def _namespace_args() -> list[str]:
     return base if os.geteuid() == 0 else ["--unshare-user", "--cap-drop", "ALL", *base]
 
 
-def _drop_privileges() -> list[str]:
-    """The command prefix that makes a root sandbox's process ``nobody`` with no capabilities."""
+def _drop_privileges(uid: int = NOBODY) -> list[str]:
+    """The command prefix that makes a root sandbox's process user `uid` (group `uid`) with no capabilities."""
     if os.geteuid() != 0:
         return []
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--bounding-set=-all",
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--bounding-set=-all",
             "--inh-caps=-all", "--no-new-privs", "--"]
+
+
+@functools.lru_cache(maxsize=None)
+def _bwrap_sizes_tmpfs() -> bool:
+    """Whether this bubblewrap can give a tmpfs a size (``--size``, bubblewrap 0.7 and later) and a mode (``--perms``)."""
+    try:
+        text = subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True,
+                              timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in text and "--perms" in text
+
+
+def _uid_mapped(uids: range) -> bool:
+    """Whether every uid of `uids` exists in this process's user namespace (a container may map only a few)."""
+    try:
+        lines = Path("/proc/self/uid_map").read_text().split("\n")
+    except OSError:
+        return False
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and int(parts[0]) <= uids.start and uids.stop <= int(parts[0]) + int(parts[2]):
+            return True
+    return False
+
+
+class _KernelUser:
+    """A user of one kernel's own (root only): the first uid of :data:`KERNEL_UIDS` that no process runs as and
+    no other grader holds (an exclusive lock on ``/run/lock/scalelib-grade/UID.lock``, or under the temporary
+    folder), held until :meth:`release`. Where none can be had, ``nobody`` (shared: :attr:`own` is False)."""
+
+    def __init__(self):
+        self.uid, self.own, self._lock = NOBODY, False, None
+        if os.geteuid() != 0 or not _uid_mapped(KERNEL_UIDS):
+            return
+        try:
+            import fcntl
+
+            import psutil
+
+            folder = Path("/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()) / "scalelib-grade"
+            folder.mkdir(mode=0o700, exist_ok=True)
+            info = os.lstat(folder)
+            if not os.path.isdir(folder) or os.path.islink(folder) or info.st_uid != 0:
+                return
+            busy = {p.info["uids"].real for p in psutil.process_iter(["uids"]) if p.info.get("uids")}
+            for uid in KERNEL_UIDS:
+                if uid in busy:
+                    continue
+                fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(fd)
+                    continue
+                self.uid, self.own, self._lock = uid, True, fd
+                return
+        except (ImportError, OSError):
+            return
+
+    def processes(self) -> set[int]:
+        """Pids of the processes that run as this kernel's own user (none when it has no user of its own)."""
+        if not self.own:
+            return set()
+        try:
+            import psutil
+
+            return {p.pid for p in psutil.process_iter(["uids"]) if p.info.get("uids")
+                    and self.uid in (p.info["uids"].real, p.info["uids"].effective)}
+        except Exception:  # noqa: BLE001
+            return set()
+
+    def release(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+
+def fallback_user() -> tuple[int, int] | None:
+    """The (uid, gid) of the user :data:`KERNEL_USER_ENV` names, when this process is root; else None.
+
+    Raises:
+        SandboxUnavailable: the variable names no user, or names root.
+    """
+    name = os.environ.get(KERNEL_USER_ENV, "").strip()
+    if not name or os.geteuid() != 0:
+        return None
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise SandboxUnavailable(f"{KERNEL_USER_ENV}={name!r} names no user of this machine (create it with "
+                                 f"`useradd --system {name}`, as Gradescope's setup.sh does)") from None
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        raise SandboxUnavailable(f"{KERNEL_USER_ENV}={name!r} must name an unprivileged user, not root")
+    return entry.pw_uid, entry.pw_gid
 
 
 def _site_masks(prefix: Path) -> list[str]:
@@ -309,20 +429,28 @@ class Sandbox:
             one can be made, and ``RLIMIT_AS`` per process), or None.
         max_output_bytes: the most bytes of output the kernel sends.
         cpu_seconds: the CPU time each of the kernel's processes may use (``RLIMIT_CPU``), or None.
+        home_bytes: the size of the kernel's home (a tmpfs of that size in the sandbox, where
+            bubblewrap can size one; :attr:`home_limited` says whether it did), or None.
         unsafe: run the kernel without a namespace sandbox where none can be made
             (it then sees what the grader's user sees); otherwise :class:`SandboxUnavailable`.
+
+    Files the grader puts in :attr:`inbox` before the kernel starts are copied into its home.
 
     Raises:
         SandboxUnavailable: no sandbox can be made here and `unsafe` is false.
     """
 
     def __init__(self, memory_bytes: int | None, max_output_bytes: int, *, cpu_seconds: float | None = None,
-                 unsafe: bool = False):
+                 home_bytes: int | None = None, unsafe: bool = False):
         self.memory_bytes = memory_bytes
         self.max_output_bytes = max_output_bytes
         self.cpu_seconds = cpu_seconds
+        self.home_bytes = home_bytes
         self.unsafe = unsafe
         self.isolated = False
+        self.home_limited = False
+        self.user: _KernelUser | None = None  # in the namespace sandbox as root: the kernel's own user
+        self.run_as: tuple[int, int] | None = None  # (uid, gid) of an --unsafe kernel run as root
         self.root: Path | None = None
         self.kernel_pid: int | None = None
         self.leftovers_killed = 0
@@ -342,19 +470,28 @@ class Sandbox:
                                      f"or pass --unsafe (unsafe=True) to grade without one, knowing that each "
                                      f"notebook then runs with your user's rights")
         self.isolated = ok
+        self.run_as = None if ok else fallback_user()
         self.root = Path(tempfile.mkdtemp(prefix="scalelib-grade-"))
-        os.chmod(self.root, 0o755 if ok else 0o700)
+        os.chmod(self.root, 0o755 if ok or self.run_as else 0o700)
         self.home.mkdir()
         (self.home / "tmp").mkdir()
         self.conn.mkdir()
+        self.inbox.mkdir()
         package_copy(self.lib)
-        if ok and os.geteuid() == 0:
+        owner = None
+        if ok and os.geteuid() == 0:  # the namespace sandbox as root: a user of the kernel's own
+            self.user = _KernelUser()
+            owner = (self.user.uid, self.user.uid)
+        elif self.run_as:  # no namespaces, as root (--unsafe): the unprivileged user KERNEL_USER_ENV names
+            owner = self.run_as
+        if owner:
             for folder in (self.home, self.home / "tmp", self.conn):
-                os.chown(folder, NOBODY, NOBODY)
+                os.chown(folder, *owner)
+        self.home_limited = bool(ok and self.home_bytes and _bwrap_sizes_tmpfs())
         spec = self.root / "kernels" / KERNEL_NAME
         spec.mkdir(parents=True)
         argv = [sys.executable, "-m", "scalelib.course.sandbox", "--lib", str(self.lib),
-                "--max-output", str(int(self.max_output_bytes))]
+                "--max-output", str(int(self.max_output_bytes)), "--inbox", str(self.inbox)]
         if self.memory_bytes:
             argv += ["--memory", str(int(self.memory_bytes))]
         if self.cpu_seconds:
@@ -362,6 +499,8 @@ class Sandbox:
         if ok:
             self.cgroup = _Cgroup(self.memory_bytes)
             argv = self._wrapped(argv)
+        elif self.run_as:
+            argv = self._as_user(argv)
         (spec / "kernel.json").write_text(json.dumps({
             "argv": argv + ["-f", "{connection_file}"],
             "display_name": "scalelib grading", "language": "python",
@@ -378,8 +517,16 @@ class Sandbox:
             elif os.path.isdir(top):
                 args += ["--ro-bind", top, top]
             made.add(top)
-        for f in ("/etc/passwd", "/etc/group", "/etc/ld.so.cache", "/etc/localtime", "/etc/fonts",
-                  "/etc/nsswitch.conf"):
+        uid = self.user.uid if self.user else os.getuid()
+        (self.root / "passwd").write_text(f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                                          f"learner:x:{uid}:{uid}:learner:{self.home}:/usr/sbin/nologin\n"
+                                          f"nobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/usr/sbin/nologin\n")
+        (self.root / "group").write_text(f"root:x:0:\nlearner:x:{uid}:\nnogroup:x:{NOBODY}:\n")
+        for name in ("passwd", "group"):
+            os.chmod(self.root / name, 0o644)
+        args += ["--perms", "0755", "--dir", "/etc", "--ro-bind", str(self.root / "passwd"), "/etc/passwd",
+                 "--ro-bind", str(self.root / "group"), "/etc/group"]
+        for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/fonts", "/etc/nsswitch.conf"):
             args += ["--ro-bind-try", f, f]
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
 
@@ -404,18 +551,33 @@ class Sandbox:
                 bound.append(prefix)
         for prefix in {sys.prefix, os.path.realpath(sys.prefix)}:
             args += _site_masks(Path(prefix))
-        for folder, how in ((self.lib, "--ro-bind"), (self.home, "--bind"), (self.conn, "--bind")):
+        for folder, how in ((self.lib, "--ro-bind"), (self.inbox, "--ro-bind"), (self.conn, "--bind")):
             args += parents(str(folder)) + [how, str(folder), str(folder)]
-        args += ["--chdir", str(self.home), *_drop_privileges()]
+        if self.home_limited:  # a home of its own size, in memory: what the kernel writes cannot fill the disk
+            args += parents(str(self.home)) + ["--perms", "1777", "--size", str(int(self.home_bytes)), "--tmpfs",
+                                               str(self.home), "--perms", "1777", "--dir", str(self.home / "tmp")]
+        else:
+            args += parents(str(self.home)) + ["--bind", str(self.home), str(self.home)]
+        args += ["--chdir", str(self.home), *_drop_privileges(uid)]
         setup = []
         for procs in (self.cgroup.procs_files if self.cgroup else []):
             setup.append(f"echo $$ > {shlex.quote(procs)}")
         if os.geteuid() == 0:
-            setup.append(f"chown {NOBODY}:{NOBODY} {shlex.quote(str(self.conn / 'kernel.json'))}")
+            setup.append(f"chown {uid}:{uid} {shlex.quote(str(self.conn / 'kernel.json'))}")
         args[0] = shutil.which("bwrap") or "bwrap"
         if not setup:
             return args + argv
         return ["/bin/sh", "-c", "set -e; " + "; ".join(setup) + '; exec "$@"', "sh", *args, *argv]
+
+    def _as_user(self, argv: list[str]) -> list[str]:
+        """`argv` run as the unprivileged :attr:`run_as` user, with no capabilities (no namespaces: see the
+        module's docstring), once the connection file is handed over to it."""
+        uid, gid = self.run_as
+        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        drop = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--bounding-set=-all",
+                "--inh-caps=-all", "--no-new-privs", "--"]
+        handover = f"chown {uid}:{gid} {shlex.quote(str(self.conn / 'kernel.json'))}"
+        return ["/bin/sh", "-c", f'set -e; {handover}; exec "$@"', "sh", *drop, *argv]
 
     @property
     def home(self) -> Path:
@@ -424,6 +586,11 @@ class Sandbox:
     @property
     def lib(self) -> Path:
         return self.root / "lib"
+
+    @property
+    def inbox(self) -> Path:
+        """Where the grader puts the files the kernel finds in its home (read-only to the kernel)."""
+        return self.root / "inbox"
 
     @property
     def conn(self) -> Path:
@@ -436,8 +603,6 @@ class Sandbox:
 
     def env(self) -> dict[str, str]:
         """The kernel's whole environment: nothing of the instructor's own."""
-        from .check import GRADING_ENV
-
         python_bin = str(Path(sys.executable).parent)
         return {
             "PATH": os.pathsep.join([python_bin, "/usr/local/bin", "/usr/bin", "/bin"]),
@@ -503,6 +668,8 @@ class Sandbox:
         now = _descendants() - self._before
         if self.cgroup:
             now |= self.cgroup.members()
+        if self.user:
+            now |= self.user.processes()
         self._leftovers = now - self._own - {os.getpid()}
 
     def death(self) -> str:
@@ -556,6 +723,8 @@ class Sandbox:
             pids.update(_descendants() - self._before)
             if self.cgroup:
                 pids.update(self.cgroup.members())
+            if self.user:
+                pids.update(self.user.processes())
             pids.discard(os.getpid())
             if not pids:
                 break
@@ -579,6 +748,8 @@ class Sandbox:
                 self._log.close()
             if self.cgroup:
                 self.cgroup.remove()
+            if self.user:
+                self.user.release()
             if self.root is not None:
                 shutil.rmtree(self.root, ignore_errors=True)
 
@@ -635,6 +806,11 @@ def _capped_client_class():
         """
 
         max_frame_bytes = 64 * 2**20
+        last_execute_id = None  # the msg_id of the last execute request: whose output the grader waits for
+
+        def execute(self, *args, **kwargs):
+            self.last_execute_id = super().execute(*args, **kwargs)
+            return self.last_execute_id
 
         def _create_connected_socket(self, channel, identity=None):
             sock = self.context.socket(channel_socket_types[channel])
@@ -665,8 +841,6 @@ def probe() -> None:
         answer_key = True
     except Exception:  # noqa: BLE001
         answer_key = False
-    from .check import GRADING_ENV
-
     display({"text/plain": "grading kernel ready",
              PROBE_MIME: {"scalelib": scalelib.__file__, "answer_key": answer_key,
                           "grading": os.environ.get(GRADING_ENV) == "1"}}, raw=True)
@@ -757,6 +931,7 @@ def main(argv=None) -> None:
     parser.add_argument("--memory", type=int, default=0)
     parser.add_argument("--max-output", type=int, required=True)
     parser.add_argument("--cpu", type=int, default=0)
+    parser.add_argument("--inbox", default="")
     args, rest = parser.parse_known_args(argv)
     try:
         import resource
@@ -771,6 +946,14 @@ def main(argv=None) -> None:
             resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
     except (ImportError, ValueError, OSError) as err:
         print(f"scalelib sandbox: could not set limits: {err}", file=sys.stderr)
+    if args.inbox and os.path.isdir(args.inbox):  # the grader's files (the notebook's copy), into the kernel's home
+        for name in os.listdir(args.inbox):
+            source = os.path.join(args.inbox, name)
+            if os.path.isfile(source) and not os.path.islink(source):
+                try:
+                    shutil.copyfile(source, os.path.join(os.getcwd(), name))
+                except OSError as err:
+                    print(f"scalelib sandbox: could not copy {name} into the home: {err}", file=sys.stderr)
     # Inside its PID namespace the kernel's parent is the sandbox's init (pid 1), never the grader: ipykernel
     # must not take that for an orphaned kernel (the grader kills the whole namespace when it is done).
     os.environ.pop("JPY_PARENT_PID", None)
