@@ -254,6 +254,8 @@ PRINT_CSS = """
   .pdf-compact dl, .pdf-compact dd, .pdf-compact p, .pdf-compact div.highlight, .pdf-compact pre {
     margin-top: 0.25em !important; margin-bottom: 0.35em !important; }
   .pdf-compact pre { padding: 0.3em 0.5em !important; }
+  /* ... its entries run on from sheet to sheet (an example or a formula still kept whole) */
+  .pdf-compact dl, .pdf-compact dd, .pdf-compact dl.field-list { break-inside: auto !important; }
   .pdf-compact h1 { font-size: 2em; }
   .pdf-compact h2, .pdf-compact h3 { font-size: 1.3em; margin-top: 0.8em; }
   /* Tables fit the column: smaller type */
