@@ -357,7 +357,11 @@ def test_the_latency_throughput_curve_is_each_batchs_step_in_ms_and_tokens_per_c
                                                               weight_dtype="int8") for b in batches])
     assert y == pytest.approx([sl.tokens_per_s_per_chip("llama-3-70b", V5E_4X4, batch=b, context=2048,
                                                         weight_dtype="int8") for b in batches])
-    assert all(t.get_fontsize() == 8 for t in ax.get_legend().get_texts())
+    # the legend is drawn at 8 pt and raised until the figure reads at 7 px or more in a phone's 358 px column
+    from scalelib._plot import PHONE_COLUMN_PX, PHONE_MIN_TEXT_PX, _smallest_text_px
+
+    assert all(t.get_fontsize() > 8 for t in ax.get_legend().get_texts())
+    assert _smallest_text_px(ax.figure, PHONE_COLUMN_PX, default_pt=10) >= PHONE_MIN_TEXT_PX
     assert tuple(ax.figure.get_size_inches()) == (7.0, 4.5)
     ticks = ax.xaxis.get_major_locator().tick_values(1, 100)  # milliseconds marked at 1, 2, 5 of each decade
     assert {1, 2, 5, 10, 20, 50, 100} <= {round(float(v), 6) for v in ticks}
