@@ -29,7 +29,7 @@ VERDICT_KEY = "scalelib/verdict"
 CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
 
 #: Environment variable set (to "1") in the kernels ``scalelib grade`` runs submissions in: there
-#: :func:`~scalelib.course.check.check` only records the answer (see :mod:`scalelib.course.record`);
+#: :func:`scalelib.check` only records the answer (see :mod:`scalelib.course.record`);
 #: the grader judges it.
 GRADING_ENV = "SCALELIB_GRADING"
 
@@ -39,7 +39,7 @@ MAX_VALUES = 100_000
 
 @dataclass(frozen=True)
 class Verdict:
-    """What :func:`~scalelib.course.check.check` concluded about one answer."""
+    """What :func:`scalelib.check` concluded about one answer."""
 
     exercise: str
     status: str  # CORRECT, INCORRECT or NOT_ATTEMPTED
