@@ -125,6 +125,8 @@ CALLS = {
     "reducescatter_time_s": (sl.reducescatter_time_s, (1e9, CLUSTER), {"group": 16}),
     "allreduce_time_s": (sl.allreduce_time_s, (1e9, POD), {"axes": "XY"}),
     "alltoall_time_s": (sl.alltoall_time_s, (1e9, CLUSTER), {"group": 8}),
+    "collective_permute_time_s": (sl.collective_permute_time_s, (1e6, SLICE), {"axes": "X", "hops": 1,
+                                                                           "latency_s": 1e-6}),
     "data_parallel_critical_batch": (sl.data_parallel_critical_batch, (POD,), {"dtype": "bf16", "axes": "X"}),
     "tensor_parallel_max_degree": (sl.tensor_parallel_max_degree, (28672, CLUSTER), {"dtype": "bf16"}),
     "pipeline_bubble_fraction": (sl.pipeline_bubble_fraction, (4, 16), {"virtual_stages": 2}),
