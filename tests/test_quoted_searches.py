@@ -141,7 +141,7 @@ def test_chapter_6_quotes_the_v5p_searches():
     assert one.rank == "roofline"
     one_est = sl.search_plans("llama-3-70b", 4 * 2**20, pod, seq_len=4096, runners_up=0, rank="estimate")
     assert one_est.best.plan == one.best.plan  # "for one pod the estimate picks the same plan"
-    quoted("book/ch06_llama_training.ipynb", "83cadf21", "(For one pod the estimate picks the same plan.)")
+    quoted("book/ch06_llama_training.ipynb", "a00a5752", "(For one pod the estimate picks the same plan.)")
     four = sl.search_plans("llama-3-70b", 4 * 2**20, pod, seq_len=4096, slices=4, runners_up=0).best
     F_over_alpha = sl.model("llama-3-70b").F / (pod.spec.bf16_flops_per_s / pod.spec.ici_link_bytes_per_s_bidirectional)
     assert four.plan.tensor <= F_over_alpha  # within the limit the chapter derives
