@@ -299,7 +299,7 @@ CALLS = {
     "usd_per_chip_hour": (sl.usd_per_chip_hour, ("tpu-v5e",), {}),
     "flops_per_usd": (sl.flops_per_usd, ("h100",), {"dtype": "bf16", "usd_per_chip_hour": None}),
     "cost_per_million_tokens": (sl.cost_per_million_tokens, (235.0, "tpu-v5e"), {"usd_per_chip_hour": None}),
-    "inference_results": (sl.inference_results, (), {}),
+    "inference_results": (sl.inference_results, (), {"held_out": True}),
     "closed_loop_throughput": (sl.closed_loop_throughput, ("llama-3-70b", "h100"), {
         "concurrency": 8, "prompt_tokens": 256, "output_tokens": 64, "weight_dtype": "fp8", "kv_dtype": None,
         "compute_dtype": "fp8", "prefill_efficiency": 0.5, "num_chips": 2, "check_memory": True}),
