@@ -143,3 +143,23 @@ def test_on_held_out_figures_the_roofline_still_bounds_and_the_estimate_errs_as_
         assert -0.55 < err < -0.30, f"{name}: {err:+.1%}"
     else:
         assert -0.25 <= err <= 0.25, f"{name}: {err:+.1%}"
+
+
+def test_chapter_8_quotes_the_held_out_errors():
+    import json
+    import re
+
+    nb = json.loads((Path(sl.__file__).parent.parent / "book" / "ch08_serving.ipynb").read_text())
+    text = re.sub(r"\s+", " ", " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"))
+    err = {n: sl.inference_estimate_error(n) for n in HELD_OUT}
+    short = [n for n in HELD_OUT if HELD_OUT[n]["prompt_tokens"] == 128]
+    h100, a100 = sorted(short, key=lambda n: HELD_OUT[n]["chip"] != "h100")
+    gap = {n: (HELD_OUT[n]["reported"] - float(sl.estimate_inference_result(n))) * 1e3 for n in short}
+    held = [abs(sl.inference_estimate_error(r)) for r in sl.inference_results(held_out=True)
+            if r.measured and r.name not in ("nim-h100x2-itl", "nim-h100x2-ttft")]
+    for phrase in (f"a 2048-token prompt on four A100s comes out {-err['trtllm-a100x4-ttft']:.0%} fast",
+                   f"128-token prompt comes out {-err[h100]:.0%} too fast on four H100s and {-err[a100]:.0%} on "
+                   f"four A100s, some {gap[h100]:.0f} and {gap[a100]:.0f} ms short",
+                   f"the mean error is {sum(held) / len(held):.0%}, the worst {max(held):.0%}",
+                   f"comes out {-err[a100] * 100:.0f}-{-err[h100]:.0%} too fast"):
+        assert phrase in text, phrase
