@@ -18,7 +18,13 @@ numbers (or numpy arrays for a sweep), in the unit their name ends with; and
 I_crit(tpu-v5e, int8, hbm) = C / W = 3.94e14 FLOP/s / 820 GB/s = 480 FLOP/B
 """
 
-from ._collectives import allgather_time_s, allreduce_time_s, alltoall_time_s, reducescatter_time_s
+from ._collectives import (
+    allgather_time_s,
+    allreduce_time_s,
+    alltoall_time_s,
+    collective_permute_time_s,
+    reducescatter_time_s,
+)
 from ._derivation import Derivation, explain
 from ._diagrams import draw_chip, draw_fat_tree, draw_gpu_node, draw_torus, plot_spec_comparison
 from ._einsum import einsum_flops
@@ -203,7 +209,7 @@ __all__ = [
     "systolic_trace",
     # topologies and collectives (chapters 2, 3, 12)
     "GpuCluster", "TpuSlice", "gpu_cluster", "tpu_pod", "tpu_slice",
-    "allgather_time_s", "allreduce_time_s", "alltoall_time_s", "reducescatter_time_s",
+    "allgather_time_s", "allreduce_time_s", "alltoall_time_s", "reducescatter_time_s", "collective_permute_time_s",
     "torus_max_hops", "torus_mean_hops",
     # sharded arrays and matmuls (chapter 3)
     "Sharding", "sharding", "draw_sharding", "latency_bound_bytes", "Collective", "MatmulPlan", "Reshard",

@@ -33,6 +33,16 @@ across M nodes of n GPUs, level by level: V·(n−1)/(n·W_gpu) inside each node
 V·(M−1)/(M·W_node) through the node's egress (divided by the fat tree's
 oversubscription), and the larger of the two binds; AllToAll inside a
 node V·(N−1)/(N²·W_gpu), about V / (8·W_gpu) for N = 8.
+
+A collective-permute is point to point: each device sends its whole block of B
+bytes (not an array V shared out) to the one device that needs it, so
+:func:`collective_permute_time_s` takes B. On a TPU slice the block crosses
+`hops` links, and when every device sends at once each link on the way may carry
+up to `hops` blocks one way (a shift sends them all the same way round):
+T = max(T_hop · hops, hops · B / W₁), W₁ one link's one-way bandwidth (half the
+ring's W). On GPUs a block goes straight through the NVLink switch, B / W_gpu,
+and across nodes all n GPUs of a node send theirs out through its egress,
+n · B / W_node.
 """
 
 from __future__ import annotations
@@ -216,6 +226,119 @@ def _collective(name: str, nbytes, topology, axes, group, latency_s) -> Derivati
         if axes is not None:
             raise InvalidValueError("`axes`: a GPU cluster takes `group` (a number of GPUs), not `axes`")
         return _gpu(name, nbytes, V, topology, group, GPU_STEP_LATENCY_S if latency_s is None else latency_s)
+    raise InvalidValueError(
+        f"`topology` must be a TpuSlice (tpu_slice(...)) or a GpuCluster (gpu_cluster(...)), got {shown(topology)}"
+    )
+
+
+def _permute_torus(B, topo: TpuSlice, axes, hops, hop_latency_s) -> Derivation:
+    names = topo.axes(axes)
+    used = [a for a in names if topo.mesh[a] > 1]
+    if not used:
+        return _zero("CollectivePermute", B, "chip")
+    rows = _axis_modes(topo, used)
+    farthest = sum(n // 2 if mode == "ring" else n - 1 for _, n, mode, _ in rows)
+    if hops is None:
+        hops = farthest
+    elif hops > farthest:
+        raise InvalidValueError(f"`hops`: no block travels more than {farthest} links over {''.join(used)} of "
+                                f"{topo!r} (the shortest way round each axis), got {hops}")
+    # one link's one-way bandwidth: half a ring's W (both directions), a line's W itself; the slowest axis binds
+    one_way = min(W / 2 if mode == "ring" else W for _, _, mode, W in rows)
+    value = plain(np.maximum(hop_latency_s * hops, hops * B / one_way))
+    return Derivation(
+        f"T_CollectivePermute({''.join(used)})", "max(T_hop · hops, hops · B / W₁)",
+        lambda: f"max({q(hop_latency_s, 's')} · {hops}, {hops} · {q(np.asarray(B), 'B')} / {q(one_way, 'B/s')})",
+        value, "s",
+        where=("B: bytes of the block each device sends; hops: links the farthest block crosses (each may carry "
+               "that many blocks one way when all go the same way round); W₁: one link's one-way bandwidth "
+               "(half a ring's bidirectional W; the slowest axis); T_hop: one hop's latency",))
+
+
+def _permute_gpu(B, topo: GpuCluster, group, step_latency_s) -> Derivation:
+    N = topo.num_gpus if group is None else count("group", group)
+    if N > topo.num_gpus:
+        raise InvalidValueError(f"`group` of {N} GPUs is larger than {topo!r}; at most {topo.num_gpus}")
+    if N == 1:
+        return _zero("CollectivePermute", B, "GPU")
+    per_node = topo.gpus_per_node
+    if N > per_node and N % per_node:
+        raise InvalidValueError(f"`group`: a group spanning nodes must be whole nodes of {per_node} GPUs, got {N}")
+    W_gpu = topo.nvlink_bytes_per_s_per_gpu
+    subs, texts = [(B, W_gpu)], ["B / W_gpu"]
+    where = ["B: bytes of the block each GPU sends; W_gpu: a GPU's NVLink bandwidth, one way"]
+    terms = [B / W_gpu]
+    if N > per_node:
+        W_node = topo.egress_bytes_per_s_per_node(level="spine")
+        terms.append(per_node * B / W_node)
+        subs.append((per_node * np.asarray(B), W_node))
+        texts.append("n · B / W_node")
+        where.append("n: GPUs per node, each sending its block out of the node; W_node: a node's egress through "
+                     "the spine, one way")
+    where.append("T_step: latency of one transfer")
+    value = plain(np.maximum(step_latency_s, np.maximum.reduce([np.asarray(t, dtype=float) for t in terms])))
+    return Derivation(
+        f"T_CollectivePermute({N} GPUs)", f"max(T_step, {', '.join(texts)})",
+        lambda: f"max({q(step_latency_s, 's')}, {_transfers(subs)})", value, "s", where=tuple(where))
+
+
+@derivable
+def collective_permute_time_s(nbytes, topology, *, axes=None, group=None, hops=None, latency_s=None):
+    """Time of a collective-permute: every device sends its block of `nbytes` straight to the device that needs it.
+
+    Unlike the other collectives, `nbytes` is what one device sends (its whole
+    block, B), not an array shared out among the group: what XLA's
+    ``collective-permute`` moves, and what :func:`plan_reshard` uses to put
+    an array's blocks on other devices without gathering them (``A[I_XY, J] ->
+    A[I_YX, J]``). On a TPU slice a block crosses `hops` links; when every
+    device sends at once, each link on the way may carry up to `hops` blocks one
+    way (a shift sends them all the same way round). One hop is the book's
+    ppermute to a neighbour, B / W₁ (chapter 10's collective matmul).
+
+    Formula:
+        torus: max(T_hop · hops, hops · B / W₁), W₁ one link's one-way bandwidth (W / 2 on a ring, W on a line);
+        GPUs: max(T_step, B / W_gpu) inside a node, and n · B / W_node as well across nodes (n GPUs per node)
+
+    Args:
+        nbytes: B, bytes of the block each device sends (B), >= 0.
+        topology: a :class:`TpuSlice` or a :class:`GpuCluster`.
+        axes: on a TPU slice, the axes the blocks move along (all by default).
+        group: on a GPU cluster, the GPUs taking part (all by default).
+        hops: on a TPU slice, the links the farthest block crosses, >= 1; by default the farthest any can
+            (n // 2 round each ring, n − 1 along each line).
+        latency_s: latency of one hop (TPU) or of the transfer (GPU), s; 1 µs and 5 µs by default.
+
+    Returns:
+        seconds (s).
+
+    Chapter:
+        3 (Sharded matrices), 10 (Programming with JAX), 12 (GPUs)
+
+    Example:
+        >>> from scalelib import tpu_slice, gpu_cluster, fmt
+        >>> fmt(collective_permute_time_s(2**20, tpu_slice((16, 16), "tpu-v5e"), axes="X", hops=1), "s")
+        '23.3 µs'
+        >>> fmt(collective_permute_time_s(2**24, gpu_cluster(1, "h100"), group=8), "s")
+        '37.3 µs'
+    """
+    B = np.asarray(nonnegative("nbytes", nbytes))
+    if latency_s is not None:
+        latency_s = nonnegative("latency_s", latency_s)
+        if np.ndim(latency_s):
+            raise InvalidValueError(f"`latency_s` must be a single number of seconds, got {shown(latency_s)}")
+    if isinstance(topology, TpuSlice):
+        if group is not None:
+            raise InvalidValueError("`group`: a TPU slice takes `axes` (e.g. axes='X' or axes='XY'), not `group`")
+        if hops is not None:
+            hops = count("hops", hops)
+        return _permute_torus(B, topology, axes, hops, ICI_HOP_LATENCY_S if latency_s is None else latency_s)
+    if isinstance(topology, GpuCluster):
+        if axes is not None:
+            raise InvalidValueError("`axes`: a GPU cluster takes `group` (a number of GPUs), not `axes`")
+        if hops is not None:
+            raise InvalidValueError("`hops`: a GPU cluster's switches connect every pair of GPUs directly; "
+                                    "leave `hops` out (it is for a TPU slice)")
+        return _permute_gpu(B, topology, group, GPU_STEP_LATENCY_S if latency_s is None else latency_s)
     raise InvalidValueError(
         f"`topology` must be a TpuSlice (tpu_slice(...)) or a GpuCluster (gpu_cluster(...)), got {shown(topology)}"
     )

@@ -119,7 +119,7 @@ def estimate_step(s, hw, g, on, *, parts=False):
     # the roofline's terms of each pass (as _costs_numpy takes their max): the floor of the estimate's pass
     floor_f = [fwd_c, gather + 2.0 * a2a, per_pass, hop]
     floor_b = [bwd_c, gather + scatter + (2.0 + 2.0 * full) * a2a, (2.0 + full) * per_pass, dp, hop, dcn]
-    sel = np.where(r == 1, 1.0, 0.0)
+    sel = np.where((r == 1) | (r == 3), 1.0, 0.0)  # dot_product or selective: the attention core recomputed
     over_f = [gather + 2.0 * a2a]
     over_b = [gather + scatter + (2.0 + 2.0 * full) * a2a]
     D, F, Nh, K, H, V, c = model_shape(s.model)

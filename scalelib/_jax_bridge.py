@@ -596,7 +596,7 @@ def sharded_matmul_collectives(a_spec, b_spec, shapes, mesh, *, dtype="bf16", ou
 # --- the plan beside the compiler ----------------------------------------------------------
 
 _HLO_KIND = {"AllGather": "all-gather", "ReduceScatter": "reduce-scatter", "AllReduce": "all-reduce",
-             "AllToAll": "all-to-all"}
+             "AllToAll": "all-to-all", "CollectivePermute": "collective-permute"}
 
 
 @dataclass(frozen=True)
@@ -670,6 +670,10 @@ REASONS = {
     "all-to-all and permute": "all-to-all, then a collective-permute putting the blocks in the target's device order",
     "all-to-all over other groups": ("all-to-all over device groups that are no set of mesh axes, then a "
                                      "collective-permute putting the blocks in place"),
+    "permute from other copies": ("collective-permute over {onto}, in place of one over {axes}: the same blocks "
+                                  "taken from other devices holding copies of them"),
+    "all-to-all beside the planned permute": ("all-to-all over device groups that are no set of mesh axes, the "
+                                              "blocks put in place by the collective-permute planned beside it"),
 }
 
 
@@ -695,8 +699,8 @@ def _over(axes) -> str:
 
 #: What XLA does differently from scalelib's plan, by design: the named reasons of a comparison that does not agree.
 XLA_STRATEGIES = {
-    "permute": ("XLA sends blocks straight to the devices that need them (collective-permute), which scalelib's "
-                "planner does not plan: it gathers and slices instead"),
+    "permute": ("XLA sends blocks straight to the devices that need them (collective-permute) where scalelib's "
+                "plan gathers and slices them or moves them another way"),
     "rematerialize": ("XLA gathers the whole array, then slices it (what it logs as an 'involuntary full "
                       "rematerialization'), where scalelib's plan moves less"),
 }
@@ -768,6 +772,20 @@ def _pair(steps, compiled, itemsize: float) -> tuple[PlanRow, ...]:
                 if c.kind == "all-to-all" and ok and (c.axes is None or set(c.axes) == axes):
                     how = REASONS["all-to-all and permute" if c.axes is not None else "all-to-all over other groups"]
                     found = PlanRow(p, take(c, permutes[0]), "equivalent", join(how, note))
+                    break
+        if found is None and kind == "collective-permute":
+            for c in permutes:
+                ok, note = _same_bytes(want, c, itemsize)
+                if ok and c.axes is not None:
+                    how = REASONS["permute from other copies"].format(onto=_over(c.axes), axes=_over(p.axes))
+                    found = PlanRow(p, take(c), "equivalent", join(how, note))
+                    break
+        if found is None and kind == "all-to-all" and any(s.kind == "CollectivePermute" for s in steps):
+            for c in left:  # XLA groups the devices its own way, the planned permute placing the blocks
+                ok, note = _same_bytes(want, c, itemsize)
+                if c.kind == "all-to-all" and ok and c.axes is None:
+                    found = PlanRow(p, take(c), "equivalent", join(REASONS["all-to-all beside the planned permute"],
+                                                                   note))
                     break
         if found is None:
             like = [c for c in left if c.kind == kind]

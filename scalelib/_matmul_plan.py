@@ -31,7 +31,13 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ._collectives import allgather_time_s, allreduce_time_s, alltoall_time_s, reducescatter_time_s
+from ._collectives import (
+    allgather_time_s,
+    allreduce_time_s,
+    alltoall_time_s,
+    collective_permute_time_s,
+    reducescatter_time_s,
+)
 from ._derivation import Derivation, derivable, explain, q
 from ._errors import InvalidValueError
 from ._sharding import Sharding, _mesh, _parse
@@ -41,7 +47,7 @@ from ._units import fmt
 from ._validate import count, shown
 
 _TIME = {"AllGather": allgather_time_s, "ReduceScatter": reducescatter_time_s, "AllReduce": allreduce_time_s,
-         "AllToAll": alltoall_time_s}
+         "AllToAll": alltoall_time_s, "CollectivePermute": collective_permute_time_s}
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,8 @@ class Collective:
     array of an AllToAll, each over the devices taking part); `moved_bytes` is
     what each device sends (and receives): V·(N−1)/N for AllGather and
     ReduceScatter, twice that for AllReduce, V·(N−1)/N² for AllToAll, over N
-    devices. `time_s` is None on a bare mesh. `shape_before` and `shape_after` are
+    devices; a CollectivePermute's `nbytes` and `moved_bytes` are both the block
+    each device sends (straight to the one device that needs it). `time_s` is None on a bare mesh. `shape_before` and `shape_after` are
     the per-device shapes (what a compiled program's collective takes and gives).
 
     Chapter:
@@ -108,6 +115,9 @@ def _topology(topology, mesh):
 
 def _step(kind, axes, before, after, sizes, topo, dtype) -> Collective:
     b = bytes_per_value(dtype)
+    if kind == "CollectivePermute":  # the axes along which some block moves
+        pairs = _permute_pairs(before, after)
+        axes = tuple(a for a in before.mesh if any(src[a] != dst[a] for src, dst in pairs))
     group = math.prod(before.mesh[a] for a in axes)
     shape_before, shape_after = _block(before, sizes), _block(after, sizes)
     local_before = math.prod(shape_before) * b
@@ -118,14 +128,63 @@ def _step(kind, axes, before, after, sizes, topo, dtype) -> Collective:
         V, moved = local_before, local_before * (group - 1) / group
     elif kind == "AllReduce":
         V, moved = local_before, 2 * local_before * (group - 1) / group
-    else:  # AllToAll: the whole array over the group, each device sending all but its own share of its block
+    elif kind == "AllToAll":  # the whole array over the group, each device sending all but its own share of its block
         V, moved = local_before * group, local_before * (group - 1) / group
+    else:  # CollectivePermute: each device receives its whole block from the one device holding it
+        V, moved = local_after, local_after
     derivation = None
     if topo is not None:
         options = {"axes": axes} if isinstance(topo, TpuSlice) else {"group": group}
+        if kind == "CollectivePermute" and isinstance(topo, TpuSlice):
+            options["hops"] = _permute_hops(before, after, topo)
         derivation = explain(_TIME[kind], V, topo, **options)
     return Collective(kind, tuple(axes), before, after, group, float(V), float(moved),
                       None if derivation is None else float(derivation.value), shape_before, shape_after, derivation)
+
+
+def _block_index(s: Sharding, at: dict) -> tuple[int, ...]:
+    """Which block of `s` the device at coordinates `at` holds: per dimension, its axes read major first."""
+    index = []
+    for ax in s.axes:
+        i = 0
+        for a in ax:
+            i = i * s.mesh[a] + at[a]
+        index.append(i)
+    return tuple(index)
+
+
+def _permute_pairs(before: Sharding, after: Sharding) -> list[tuple[dict, dict]]:
+    """(source, target) coordinates of a collective-permute from `before` to `after` (each block of `after` inside
+    one of `before`'s): each device takes its block of `after` from the device holding it under `before` that
+    differs from it only along the axes of the dimensions that change (so along the partial sums' axes nothing
+    moves)."""
+    mesh = before.mesh
+    names = list(mesh)
+    found = []
+    for coords in itertools.product(*(range(mesh[a]) for a in names)):
+        at = dict(zip(names, coords))
+        want = _block_index(after, at)
+        source = dict(at)
+        for i, ax, was, now in zip(want, before.axes, before.axes, after.axes):
+            i = i * math.prod(before.mesh[a] for a in was) // math.prod(before.mesh[a] for a in now)
+            for a in reversed(ax):
+                source[a], i = i % mesh[a], i // mesh[a]
+        if source != at:
+            found.append((source, at))
+    return found
+
+
+def _permute_hops(before: Sharding, after: Sharding, topo: TpuSlice) -> int:
+    """The links the farthest block of a collective-permute crosses on `topo`: the shortest way round each
+    axis with wraparound, straight along one without."""
+    far = 0
+    for source, at in _permute_pairs(before, after):
+        hops = 0
+        for a in source:
+            d, n = abs(source[a] - at[a]), topo.mesh[a]
+            hops += min(d, n - d) if topo.wraparound[topo.axis_names.index(a)] else d
+        far = max(far, hops)
+    return max(far, 1)
 
 
 def _local(s: Sharding, sizes: dict) -> tuple[int, ...]:
@@ -150,9 +209,10 @@ def _reshard(src: Sharding, dst: Sharding, sizes, topo, dtype) -> tuple[list[Col
     """Collectives taking `src` to `dst` (same dimensions), the fewest bytes per device; slicing is free.
 
     The moves: a ReduceScatter of partial sums onto the next axes a dimension takes, an AllReduce of
-    partial sums, one AllGather of the trailing axes of any dimensions (over all of them at once), and
+    partial sums, one AllGather of the trailing axes of any dimensions (over all of them at once),
     one AllToAll moving the trailing axes of one dimension onto the next axes another takes (over the
-    product of those axes). After each, every dimension whose axes lead its target's takes the next
+    product of those axes), and one CollectivePermute giving each device its block whole from another
+    device, onto another arrangement of the axes with as many blocks per dimension (or a multiple). After each, every dimension whose axes lead its target's takes the next
     free ones by slicing its block. A search over these finds the plan moving the fewest bytes per
     device (then the fewest collectives); the state it ends in is checked against `dst`.
     """
@@ -188,6 +248,20 @@ def _sliced(axes, unreduced, target) -> tuple[tuple[str, ...], ...]:
                 used.add(want[len(have)])
                 changed = True
     return tuple(axes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _arrangements(free, mesh_items, counts) -> tuple[tuple[tuple[str, ...], ...], ...]:
+    """Every way to split each dimension by axes of `free`, in order, into `counts` blocks or a multiple of them
+    (no axis twice)."""
+    mesh = dict(mesh_items)
+    found = []
+    for owner in itertools.product(range(len(counts) + 1), repeat=len(free)):  # len(counts): the axis is unused
+        on = [[a for a, o in zip(free, owner) if o == d] for d in range(len(counts))]
+        if any(math.prod(mesh[a] for a in ax) % n for ax, n in zip(on, counts)):
+            continue
+        found += itertools.product(*(itertools.permutations(ax) for ax in on))
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -241,6 +315,19 @@ def _search(axes, unreduced, target, target_unreduced, mesh_items, shape):
                         after = tuple(ax[:len(ax) - k] if m == i else ax + nxt if m == j else ax
                                       for m, ax in enumerate(state))
                         yield "AllToAll", nxt, after, unred, sent(block(state), size(moving))
+        # one CollectivePermute: each device takes its block whole, straight from a device holding it, onto any
+        # other arrangement of the axes splitting each dimension into as many blocks or a multiple (each new
+        # block inside one old one), each dimension's axes leading its target's or led by them (what gathers
+        # and slices then finish)
+        counts = tuple(size(ax) for ax in state)
+        free = tuple(a for a in mesh if mesh[a] > 1 and a not in unred)
+        for after in _arrangements(free, mesh_items, counts) if not pending else ():  # partial sums reduce first
+            if after != state and all(_prefix(have, want) in (have, want) for have, want in zip(after, target)):
+                if all(have[:len(was)] == was for have, was in zip(after, state)):  # nothing would move
+                    continue
+                moved = {a for have, was in zip(after, state) if have != was for a in was + have}
+                changed = tuple(a for a in mesh if a in moved)
+                yield "CollectivePermute", changed, after, unred, block(after) * total
 
     def slice_(state, unred):
         return _sliced(state, unred, target)
@@ -642,8 +729,11 @@ def plan_reshard(expr, sizes, topology, *, dtype="bf16", mesh=None):
     Partial sums are ReduceScattered onto the dimension that takes their axis
     (AllReduced if none does); axes leaving one dimension for another are one
     AllToAll over their product when they are the next to split that dimension;
-    axes dropped are one AllGather over all of them; an axis added only narrows
-    each device's block, which needs no communication. Of the sequences of these
+    axes dropped are one AllGather over all of them; blocks that only change
+    devices (``A[I_XY, J] -> A[I_YX, J]``: the same blocks, the axes in another
+    order) are one CollectivePermute, each device sending its block whole to the
+    device that needs it (:func:`collective_permute_time_s`); an axis added only
+    narrows each device's block, which needs no communication. Of the sequences of these
     that reach the target, the plan is the one sending the fewest bytes per
     device (then the fewest collectives), and it always ends at the target.
 

@@ -106,6 +106,11 @@ def _row(cost: TrainingCost, why: str) -> str:
             f"{fmt(cost.memory_bytes['total'], 'B')} | {why} |")
 
 
+#: The remat policies a search tries unless told: "selective" (Korthikanti's) keeps as much as "none" under flash
+#: attention for more FLOPs, so it is tried only when asked for.
+SEARCH_REMAT = ("none", "dot_product", "full")
+
+
 def _grid(s: _Setup, slices: int, pipeline: bool, max_microbatches: int, remats) -> dict:
     """Every candidate plan, as integer arrays in nested-loop order (base, expert, microbatches, schedule, remat)."""
     n = s.chips
@@ -257,7 +262,7 @@ def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches
 
 
 @derivable
-def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_microbatches=64, remat=REMAT,
+def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_microbatches=64, remat=SEARCH_REMAT,
                  method="numpy", runners_up=5, dtype="bf16", param_dtype="bf16", grad_dtype="bf16", optimizer="adam",
                  optimizer_dtype="f32", master_dtype=None, hbm_bytes=None, efficiency=1.0, rank="roofline",
                  flash_attention=True, sequence_parallel=True, losses=LOSSES):
@@ -288,7 +293,7 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
         slices: TPU slices joined over DCN (data parallelism across them).
         pipeline: whether to consider pipeline parallelism at all.
         max_microbatches: the most microbatches per step tried (<= 4096).
-        remat: the remat policies tried (one name or several).
+        remat: the remat policies tried (one name or several; by default none, dot_product and full).
         method: ``"numpy"`` (all plans as arrays) or ``"loop"`` (one at a time: the reference).
         runners_up: how many other kinds of plan to report.
         dtype, param_dtype, grad_dtype, optimizer, optimizer_dtype, master_dtype, hbm_bytes, efficiency: as in

@@ -28,7 +28,13 @@ What :func:`training_cost` assumes, so that every number can be checked by hand:
   (v·m + p − 1)/(v·m); FSDP re-gathers weights for every microbatch.
 * **Memory per chip** is the chip's share of parameters, gradients and optimizer state, two layers'
   gathered weights under FSDP, and the activations the remat policy keeps for the microbatches a
-  stage holds at once (:func:`~scalelib.pipeline_peak_activations`), sharded by tensor parallelism.
+  stage holds at once (:func:`~scalelib.pipeline_peak_activations`), sharded by tensor parallelism
+  with sequence parallelism, as Korthikanti et al. (2022, Table 2) count them per layer in 16 bits:
+  s·b·h·(34 + 5·a·s/h)/t without recomputation (``"none"``; 34·s·b·h/t and the softmax's statistics
+  with flash attention, which stores no scores), 34·s·b·h/t under their selective recomputation
+  (``"selective"``: the attention core recomputed), 2·s·b·h/t under full (``"full"``: each layer's
+  input, plus one layer's working set while the backward recomputes it). ``"dot_product"`` (JAX's
+  policy saving only the weight matmuls' outputs) keeps less than selective: those outputs alone.
 
 Not modelled: the optimizer's update, attention across sequence shards, the embedding tables'
 place in a pipeline, latency of small collectives, imperfect overlap. Facts and formulas follow
@@ -93,7 +99,7 @@ class ParallelPlan:
     gradient accumulation without a pipeline; more than one must each hold a whole sequence); ``schedule``
     is ``"gpipe"``, ``"1f1b"`` or ``"interleaved"`` (with ``virtual_stages`` chunks per stage), and a
     plan without a pipeline keeps the default ``"1f1b"`` with one chunk; ``remat`` is what the backward
-    recomputes: ``"none"``, ``"dot_product"`` or ``"full"`` (see :func:`~scalelib.train_flops`).
+    recomputes: ``"none"``, ``"dot_product"``, ``"full"`` or ``"selective"`` (see :func:`~scalelib.train_flops`).
 
     Chapter:
         5 (Parallelism for training)
@@ -396,11 +402,20 @@ def _setup(model, B, topology, *, seq_len, dtype="bf16", param_dtype="bf16", gra
     F_eff = _mlp_params(m, True).value / (m.L * c * m.D)
     fwd = forward_flops(m, seq_len=T, tokens=B_)
     recompute = tuple(train_flops(m, seq_len=T, tokens=B_, remat=r) - 3 * fwd for r in REMAT)
-    kept = (m.N + 2 * m.K) * m.H + 2 * m.D + (c - 1) * F_eff
-    act_values = (kept + 3 * m.D + m.N * m.H + F_eff + m.N, kept, float(m.D))  # none, dot_product, full
+    # Activation values kept per token per layer, all divided by t below (tensor and sequence parallelism).
+    # "selective" is Korthikanti et al. 2022's selective recomputation (Table 2): every tensor the layer's backward
+    # reads but the attention core's, which the backward recomputes (QKᵀ, softmax, AV) from the Q, K and V kept:
+    # the norms' and projections' inputs, Q, K, V, the MLP's hidden activations, the residual sums; for GPT-3
+    # (MHA, F = 4D, not gated) 17·D values, their 34·s·b·h bytes. "none" adds the attention core's own: the
+    # softmax statistics (N per token) under flash attention, or without it the scores, softmax and dropout mask
+    # (their 5·a·s² bytes per sequence). "dot_product" (JAX's policy saving the weight matmuls' outputs,
+    # recomputing everything else) keeps only those: Q, K, V, the output projections' and the MLP's input
+    # matmuls'. "full" keeps each layer's input, their 2·s·b·h (plus, below, one layer's working set).
+    matmul_outputs = (m.N + 2 * m.K) * m.H + 2 * m.D + (c - 1) * F_eff
+    kept = matmul_outputs + 3 * m.D + m.N * m.H + F_eff
     flash = flag("flash_attention", flash_attention)
-    if not flash:  # Korthikanti et al. 2022: + 5·a·s² bytes per sequence per layer (scores, softmax, dropout mask)
-        act_values = (act_values[0] + 2.5 * m.N * T, kept, float(m.D))
+    core = m.N if flash else 2.5 * m.N * T  # Korthikanti et al. 2022: 5·a·s² bytes per sequence per layer
+    act_values = (kept + core, matmul_outputs, float(m.D), kept)  # REMAT order: none, dot_product, full, selective
     seq_par = flag("sequence_parallel", sequence_parallel)
     charged = check_losses(losses)
     gpu = isinstance(topology, GpuCluster)

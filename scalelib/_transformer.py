@@ -37,7 +37,7 @@ PARAM_COMPONENTS = ("mlp", "attention", "embeddings", "norms")
 #: Components whose FLOPs :func:`forward_flops` and :func:`train_flops` count.
 FLOP_COMPONENTS = ("mlp", "attention", "dot_product", "embeddings")
 #: Rematerialisation policies: what the backward pass recomputes of the forward.
-REMAT = ("none", "dot_product", "full")
+REMAT = ("none", "dot_product", "full", "selective")
 #: Optimizer -> values of state kept per parameter (Adam: first and second moments).
 OPTIMIZER_STATES = {"adam": 2, "momentum": 1, "sgd": 0}
 
@@ -345,7 +345,8 @@ def train_flops(model, *, seq_len, tokens=1, component="total", causal=False, re
     the input), so training costs 3x the forward: about 6·params·tokens when attention is short.
     Rematerialisation adds what the backward pass recomputes: ``"full"`` (block remat, only each
     layer's input saved) recomputes every layer's forward, about 8·params·tokens; ``"dot_product"``
-    (every big matmul's output saved) recomputes only QKᵀ and its product with V.
+    (every weight matmul's output saved) and ``"selective"`` (Korthikanti et al. 2022: all but the
+    attention core saved) recompute only QKᵀ and its product with V.
 
     Formula:
         FLOPs = 3·FLOPs_fwd + FLOPs recomputed
@@ -356,7 +357,8 @@ def train_flops(model, *, seq_len, tokens=1, component="total", causal=False, re
         tokens: tokens processed (> 0; 1 gives the FLOPs per token).
         component: ``"total"``, ``"mlp"``, ``"attention"``, ``"dot_product"`` or ``"embeddings"``.
         causal: count only the unmasked half of dot-product attention (a causal kernel).
-        remat: ``"none"`` (default), ``"dot_product"`` or ``"full"`` (the unembedding is never recomputed).
+        remat: ``"none"`` (default), ``"dot_product"``, ``"selective"`` or ``"full"`` (the unembedding is never
+            recomputed).
 
     Returns:
         FLOP.
@@ -374,7 +376,8 @@ def train_flops(model, *, seq_len, tokens=1, component="total", causal=False, re
     remat = _remat(remat)
     n, T = _tokens(tokens, seq_len)
     parts = _forward_parts(m, n, T, causal)
-    again = {"none": (), "dot_product": ("dot_product",), "full": ("mlp", "attention", "dot_product")}[remat]
+    again = {"none": (), "dot_product": ("dot_product",), "selective": ("dot_product",),
+             "full": ("mlp", "attention", "dot_product")}[remat]
     chosen = FLOP_COMPONENTS if component == "total" else (component,)
     forward = [parts[c] for c in chosen]
     recomputed = [parts[c] for c in chosen if c in again]

@@ -72,10 +72,10 @@ class InferenceResult:
 
 
 @lru_cache(maxsize=None)
-def _load() -> tuple[InferenceResult, ...]:
+def _load(table: str = "result") -> tuple[InferenceResult, ...]:
     text = resources.files("scalelib").joinpath("data/inference_results.toml").read_text(encoding="utf-8")
     rows = []
-    for row in tomllib.loads(text)["result"]:
+    for row in tomllib.loads(text)[table]:
         row = dict(row)
         if "slice" in row:
             row["slice"] = tuple(row["slice"])
@@ -83,8 +83,12 @@ def _load() -> tuple[InferenceResult, ...]:
     return tuple(rows)
 
 
-def inference_results() -> tuple[InferenceResult, ...]:
+def inference_results(*, held_out=False) -> tuple[InferenceResult, ...]:
     """The published inference figures chapter 8 predicts, each with its configuration and source.
+
+    Args:
+        held_out: also the figures held out from the table (other chips, short prompts: how far the
+            calibrated estimate carries), after it.
 
     Returns:
         a tuple of :class:`InferenceResult`, the book's estimates first.
@@ -97,13 +101,13 @@ def inference_results() -> tuple[InferenceResult, ...]:
         >>> r.quantity, r.reported, r.unit
         ('decode_step_s', 0.017, 's')
     """
-    return _load()
+    return _load() + (_load("held_out") if flag("held_out", held_out) else ())
 
 
 def _result(result) -> InferenceResult:
     if isinstance(result, InferenceResult):
         return result
-    known = {r.name: r for r in _load()}
+    known = {r.name: r for r in _load() + _load("held_out")}
     if isinstance(result, str) and result in known:
         return known[result]
     if isinstance(result, str):

@@ -125,6 +125,8 @@ CALLS = {
     "reducescatter_time_s": (sl.reducescatter_time_s, (1e9, CLUSTER), {"group": 16}),
     "allreduce_time_s": (sl.allreduce_time_s, (1e9, POD), {"axes": "XY"}),
     "alltoall_time_s": (sl.alltoall_time_s, (1e9, CLUSTER), {"group": 8}),
+    "collective_permute_time_s": (sl.collective_permute_time_s, (1e6, SLICE), {"axes": "X", "hops": 1,
+                                                                           "latency_s": 1e-6}),
     "data_parallel_critical_batch": (sl.data_parallel_critical_batch, (POD,), {"dtype": "bf16", "axes": "X"}),
     "tensor_parallel_max_degree": (sl.tensor_parallel_max_degree, (28672, CLUSTER), {"dtype": "bf16"}),
     "pipeline_bubble_fraction": (sl.pipeline_bubble_fraction, (4, 16), {"virtual_stages": 2}),
@@ -297,7 +299,7 @@ CALLS = {
     "usd_per_chip_hour": (sl.usd_per_chip_hour, ("tpu-v5e",), {}),
     "flops_per_usd": (sl.flops_per_usd, ("h100",), {"dtype": "bf16", "usd_per_chip_hour": None}),
     "cost_per_million_tokens": (sl.cost_per_million_tokens, (235.0, "tpu-v5e"), {"usd_per_chip_hour": None}),
-    "inference_results": (sl.inference_results, (), {}),
+    "inference_results": (sl.inference_results, (), {"held_out": True}),
     "closed_loop_throughput": (sl.closed_loop_throughput, ("llama-3-70b", "h100"), {
         "concurrency": 8, "prompt_tokens": 256, "output_tokens": 64, "weight_dtype": "fp8", "kv_dtype": None,
         "compute_dtype": "fp8", "prefill_efficiency": 0.5, "num_chips": 2, "check_memory": True}),

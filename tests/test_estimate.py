@@ -125,10 +125,12 @@ def test_stored_attention_scores_add_korthikantis_five_a_s_squared_b_bytes_per_l
     stored = sl.training_cost(GPT3, 64 * s_, plan, topology, seq_len=s_,
                               flash_attention=False).memory_bytes["activations"]
     layers, in_flight = 96 // 8, 8  # 1F1B holds p microbatches on the first stage
-    assert stored - flash == pytest.approx(5 * a * s_**2 * b / t * layers * in_flight, rel=1e-12)
+    # the scores in place of the flash kernel's softmax statistics (one value per head and token)
+    assert stored - flash == pytest.approx((5 * a * s_**2 * b - 2 * a * s_ * b) / t * layers * in_flight, rel=1e-12)
     # and the 34·s·b·h of the other tensors is what the roofline already kept: 17 two-byte values per token
     h = 12288
     assert flash == pytest.approx((34 * s_ * b * h + 2 * a * s_ * b) / t * layers * in_flight, rel=1e-12)
+    assert stored == pytest.approx(s_ * b * h * (34 + 5 * a * s_ / h) / t * layers * in_flight, rel=1e-12)
     with_remat = sl.ParallelPlan(tensor=t, pipeline=8, microbatches=64, remat="dot_product")
     assert (sl.training_memory_bytes(GPT3, 64 * s_, with_remat, topology, seq_len=s_, flash_attention=False)
             == sl.training_memory_bytes(GPT3, 64 * s_, with_remat, topology, seq_len=s_))

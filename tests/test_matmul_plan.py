@@ -250,8 +250,14 @@ def test_a_batch_dimension_sharded_differently_is_resharded_like_any_other():
     assert kinds(part) == [("AllGather", ("Y",), "C[B_XY, I, K]", "C[B_X, I, K]")]
     apart = sl.plan_matmul("A[B_X, I, J] * B[B_Y, J, K] -> C[B_X, I, K]", BATCH, M42)
     assert apart.cases == (2,)
-    assert kinds(apart) == [("AllGather", ("X",), "A[B_X, I, J]", "A[B, I, J]"),
-                            ("AllGather", ("Y",), "C[B_Y, I, K]", "C[B, I, K]")]
+    # A's 4 batch blocks permuted onto the 8 of B_YX (each device takes 1/8 of A whole), X gathered back (3/4
+    # of A's half) to match B's B_Y, and C's 2 blocks permuted onto the 4 of B_X (1/4 of C): 1 + 3 + 4 kB,
+    # where gathering A over X (3/4 of 8 kB) and C over Y (1/2 of 16 kB) sent 14.3 kB
+    assert kinds(apart) == [("CollectivePermute", ("X",), "A[B_X, I, J]", "A[B_YX, I, J]"),
+                            ("AllGather", ("X",), "A[B_YX, I, J]", "A[B_Y, I, J]"),
+                            ("CollectivePermute", ("Y",), "C[B_Y, I, K]", "C[B_X, I, K]")]
+    a_bytes, c_bytes = 8 * 16 * 32 * BF16, 8 * 16 * 64 * BF16
+    assert apart.moved_bytes == a_bytes / 8 + a_bytes / 2 * 3 / 4 + c_bytes / 4 < a_bytes * 3 / 4 + c_bytes / 2
     # every plan's result is the one asked, and its batch blocks match on both operands before the multiply
     for plan in (free, part, apart):
         assert str(plan.result) == "C[B_X, I, K]"

@@ -177,7 +177,7 @@ def test_a_tpu_cluster_past_one_pod_is_whole_pods_joined_over_dcn():
 @pytest.mark.parametrize("remat", [(), [], 5, None])
 def test_the_search_needs_at_least_one_remat_policy(remat):
     with pytest.raises(sl.InvalidValueError, match=r"^`remat` must be a remat policy or a list of them \(none, "
-                                                   r"dot_product, full\), got"):
+                                                   r"dot_product, full, selective\), got"):
         sl.search_plans("llama-3-8b", 2**20, sl.gpu_cluster(1, "h100"), seq_len=4096, remat=remat)
 
 

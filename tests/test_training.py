@@ -84,6 +84,40 @@ def test_full_remat_keeps_one_bf16_vector_of_width_D_per_token_and_layer():
     assert acts > kept and acts - kept < kept / m.L * 20  # plus one layer's full activations to recompute into
 
 
+GPT3 = sl.ModelSpec(name="gpt-3-175b", L=96, D=12288, F=49152, N=96, K=96, H=128, V=51200, gated=False,
+                    tied_embeddings=True, source="Brown et al. 2020, Table 2.1")
+
+
+@pytest.mark.parametrize("flash", [False, True])
+def test_activation_memory_under_each_remat_policy_is_korthikantis_table_2(flash):
+    # Korthikanti et al. 2022, Table 2, tensor and sequence parallelism, bytes per layer (16-bit activations):
+    # no recomputation s·b·h·(34/t + 5·a·s/(h·t)), selective (the attention core recomputed) 34·s·b·h/t,
+    # full 2·s·b·h (the layer's input; divided by t too here, the input being sequence-parallel). GPT-3 175B,
+    # s = 2048, b = 1 (one sequence per microbatch), h = 12288, a = 96, t = 8; PP 8 with 1F1B over 64
+    # microbatches: 96 / 8 = 12 layers a stage, the first stage holding 8 microbatches at once.
+    s_, b, h, a, t = 2048, 1, 12288, 96, 8
+    layers, in_flight = 12, 8
+    none = s_ * b * h * (34 + 5 * a * s_ / h) / t
+    selective = 34 * s_ * b * h / t
+    full = 2 * s_ * b * h / t
+    assert (none, selective, full) == (358_612_992, 106_954_752, 6_291_456)  # 358.6, 107.0 and 6.3 MB a layer
+    if flash:  # a fused kernel stores no scores, only the softmax's statistics: one value per head and token
+        none = selective + 2 * a * s_ * b / t
+    topology = sl.gpu_cluster(8, "a100")
+    got = {r: sl.training_cost(GPT3, 64 * s_, sl.ParallelPlan(tensor=t, pipeline=8, microbatches=64, remat=r),
+                               topology, seq_len=s_, flash_attention=flash).memory_bytes["activations"]
+           for r in ("none", "selective", "full", "dot_product")}
+    assert got["none"] == pytest.approx(none * layers * in_flight, rel=1e-12)
+    assert got["selective"] == pytest.approx(selective * layers * in_flight, rel=1e-12)
+    # full: every layer's input, and one layer's whole working set while the backward recomputes it
+    assert got["full"] == pytest.approx(full * layers * in_flight + none, rel=1e-12)
+    # JAX's dot_product policy keeps only the weight matmuls' outputs: Q, K, V (3h), the two output projections'
+    # (2h) and the MLP's first (4h), 9 values of 2 bytes a token where selective keeps 17
+    assert got["dot_product"] == pytest.approx(2 * 9 * s_ * b * h / t * layers * in_flight, rel=1e-12)
+    # selective recomputes the same FLOPs as dot_product: QKᵀ and AV
+    assert sl.train_flops(GPT3, seq_len=s_, remat="selective") == sl.train_flops(GPT3, seq_len=s_, remat="dot_product")
+
+
 def test_tensor_parallelism_divides_the_activations_and_the_state():
     base = sl.training_cost("llama-3-8b", 8 * 4096, sl.ParallelPlan(data=8, remat="dot_product"),
                             sl.gpu_cluster(1, "h100"), seq_len=4096)
