@@ -244,7 +244,8 @@ PRINT_CSS = """
   /* A wrapped line of code or output continues indented under its start (lines marked by _PREPARE) */
   pre .pdf-line { display: block; }
   /* A page of the toc that follows the end of the previous one on its last sheet (see build_pdf) */
-  .pdf-page-follows { break-before: auto !important; margin-top: 2.5em; padding-top: 1.2em;
+  .pdf-page-follows { break-before: auto !important; margin-top: 2.5em; }
+  .pdf-page-follows > :is(h1, h2, h3):first-of-type, h1.pdf-page-follows { padding-top: 1.2em;
     border-top: 1px solid #999; }
   /* A page whose last lines would spill alone onto a sheet before a new part (see build_pdf) */
   .pdf-tight { font-size: 0.94em; }
@@ -339,8 +340,10 @@ for (const part of parts) {
     first.classList.add(front.follows.includes(name) ? 'pdf-page-follows' : 'pdf-page-start');
     if (front.compact.includes(name)) { first.classList.add('pdf-compact'); }
     if (front.tighten.includes(name)) { first.classList.add('pdf-tight'); }
-    first.insertBefore(start, first.firstChild);
     const heading = first.matches('h1,h2,h3') ? first : first.querySelector('h1, h2, h3');
+    // Inside the title itself: a page that follows another on its sheet may see its title pushed to the
+    // next sheet, and its destination (the bookmark, the test's "starts here") must go with the title.
+    (heading || first).insertBefore(start, (heading || first).firstChild);
     docs[name] = {title: headingText(heading), sections: first.matches('section') ? sections(first, 2) : []};
   }
 }
