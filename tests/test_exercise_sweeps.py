@@ -861,16 +861,11 @@ PENDING_SYMBOLS: dict[str, str] = {
     '8.11': 'defined twice: N',
     '8.12': 'defined twice: N',
     '8.16': 'defined twice: N, C, B',
-    '11.6': 'defined twice: W, C',
     '12.7': 'defined twice: waves, t_wave',
-    '12.9': 'defined twice: w',
-    '12.19': 'defined twice: f',
-    '12.31': 'defined twice: w, Y; defined, unused: Y',
+    '12.31': 'defined twice: Y; defined, unused: Y',
     '12.32': 'defined, unused: Y',
-    '12.33': 'defined twice: w',
     '12.37': 'defined twice: Y; defined, unused: Y',
     '12.39': 'defined twice: Y; defined, unused: Y',
-    '12.43': 'defined twice: C, W_node',
 }
 
 
