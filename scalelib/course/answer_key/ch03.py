@@ -308,7 +308,7 @@ def _3_6_times(slice_: TpuSlice = _V5P_4x4x12, latency_s=None) -> dict:
 
 def _3_6_reference() -> Derivation:
     """Reference for 3.6: the faster of the two layouts' gathers."""
-    parts = [_named(_only_step(e, _3_6["sizes"], _V5P_4x4x12).derivation, f"T_{axes}")
+    parts = [_one_meaning(_named(_only_step(e, _3_6["sizes"], _V5P_4x4x12).derivation, f"T_{axes}"), axes)
              for axes, e in _3_6["layouts"].items()]
     assert [p.value for p in parts] == list(_3_6_times().values())
     return define(Derivation("T_faster", "min(T_Z, T_XY)", "min(" + ", ".join(q(p.value, "s") for p in parts) + ")",
@@ -356,7 +356,8 @@ def _3_7_times() -> np.ndarray:
 
 def _3_7_reference() -> Derivation:
     names = ("T_AG_X", "T_AG_XY", "T_AR_Z")
-    parts = [_named(_only_step(e, _3_7["sizes"], _V4P_CUBE).derivation, n) for e, n in zip(_3_7["exprs"], names)]
+    parts = [_one_meaning(_named(_only_step(e, _3_7["sizes"], _V4P_CUBE).derivation, n), n.rsplit("_", 1)[1])
+             for e, n in zip(_3_7["exprs"], names)]
     return define(_listed("[AllGather_X, AllGather_XY, AllReduce_Z]", parts, "s"), _N_AXES)
 
 
