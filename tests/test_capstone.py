@@ -471,10 +471,11 @@ def test_the_fast_run_prints_and_computes_what_the_chapter_does_and_its_stand_in
     assert ax.lines[-1].get_color() is ax and not isinstance(ax.plot(), (int, float))
 
 
-#: What the 300-name check finds today (issue 29, open; the list only shrinks): 11.2's count before rounding
-#: within 0.01% below a whole number, which the chapter prints rounded up (576, 130 chips: the same to 3
-#: figures); sums of two of the chapter's numbers within 0.1% of 11.2, 11.5 or 11.7 (6 + 58 chips, and three
-#: pairs of unrelated figures; none the same sum computed twice).
+#: What the 300-name check finds today (issue 29, open; the list only shrinks), all numbers that happen to
+#: agree, none the answer's own computation: 11.2's chips before rounding (575.99, 130.3) next to the plan's
+#: FSDP degree 576 (Learner 120) and the memory's batch cap 130 (Learner 223), within 11.2's 0.5%; sums of two
+#: of the chapter's numbers within 0.1% of 11.2, 11.5 or 11.7 (6 + 58, and three pairs of unrelated figures,
+#: none agreeing to the last bits as the same sum computed twice would).
 PENDING_LEAKS: dict[str, tuple[str, ...]] = {
     "Learner 031": ("11.2 (a sum)",),
     "Learner 040": ("11.7 (a sum)",),
