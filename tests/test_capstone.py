@@ -293,9 +293,60 @@ NUMBER = re.compile(r"(?<![\w.])([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)(?:\s?
 PREFIX = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3, "µ": 1e-6, "n": 1e-9}
 
 
-def _run_chapter_as(learner: str | int) -> tuple[str, list[float]]:
+class _NoPlot:
+    """Stands for matplotlib (and a figure, its axes, their lines) in the fast run: takes every call, draws
+    nothing, holds no number (``fig, ax = plt.subplots()`` unpacks to two of it)."""
+
+    def __getattr__(self, name):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __getitem__(self, key):
+        return self
+
+    def __iter__(self):
+        return iter((self, self))
+
+
+class _FastScalelib:
+    """scalelib as the fast run sees it: every name the same object, except ``legible`` (it lays out a figure,
+    here none) and ``search_plans``, whose result is kept for briefs that ask the same search (the same model,
+    batch, slice and sequence length: many of 300 briefs do)."""
+
+    def __init__(self):
+        self._plans = {}
+
+    def __getattr__(self, name):
+        return getattr(sl, name)
+
+    def legible(self, *args, **kwargs):
+        return None
+
+    def search_plans(self, model, *args, **kwargs):
+        key = (getattr(model, "name", model), repr(args), repr(sorted(kwargs.items())))
+        if key not in self._plans:
+            self._plans[key] = sl.search_plans(model, *args, **kwargs)
+        return self._plans[key]
+
+
+_FAST_SL = _FastScalelib()
+
+
+@functools.lru_cache(maxsize=1)
+def _chapter_sources() -> tuple[str, ...]:
+    cells = [c for c in json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+    sources = tuple("".join(c["source"]) for c in cells if "%pip" not in "".join(c["source"]))
+    assert sum(SAMPLE_LINE in s for s in sources) == 1, "the chapter makes the sample brief in one line"
+    return sources
+
+
+def _run_chapter_as(learner: str | int, *, plots: bool = True) -> tuple[str, list[float]]:
     """The chapter's code cells run with `learner`'s brief (a name, or a brief's number): (everything printed or
-    displayed, its scalars)."""
+    displayed, its scalars). With `plots` False, the fast run: the same cells and library calls, the figures
+    not drawn (matplotlib stood in for by :class:`_NoPlot`) and a plan search asked twice answered once; a test
+    below checks that it prints and computes exactly what the full run does."""
     import contextlib
     import io
 
@@ -304,11 +355,10 @@ def _run_chapter_as(learner: str | int) -> tuple[str, list[float]]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cells = [c for c in json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
-    sources = ["".join(c["source"]) for c in cells if "%pip" not in "".join(c["source"])]
-    assert sum(SAMPLE_LINE in s for s in sources) == 1, "the chapter makes the sample brief in one line"
+    sources = _chapter_sources()
     shown: list[str] = []
-    space = {"sl": sl, "display": lambda *objs: shown.extend(getattr(o, "data", str(o)) for o in objs)}
+    space = {"sl": sl if plots else _FAST_SL,
+             "display": lambda *objs: shown.extend(getattr(o, "data", str(o)) for o in objs)}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         for source in sources:
@@ -319,9 +369,12 @@ def _run_chapter_as(learner: str | int) -> tuple[str, list[float]]:
             if "import" in source and "display" in source:  # the chapter's own import of display
                 source = source.replace("from IPython.display import Markdown, display", "from IPython.display import Markdown")
             exec(compile(source, str(CHAPTER), "exec"), space)
+            if not plots:  # after the chapter's own imports of pyplot and scalelib
+                space["plt"], space["sl"] = _NoPlot(), _FAST_SL
     plt.close("all")
     scalars = [float(v) for v in space.values()
                if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)]
+    assert plots or (isinstance(space["plt"], _NoPlot) and space["sl"] is _FAST_SL)
     return out.getvalue() + "\n".join(shown), scalars
 
 
@@ -357,14 +410,16 @@ def _givens(brief) -> set[float]:
     return values | {float(brief.prompt_tokens), float(brief.output_tokens), float(brief.other_serve_chips)}
 
 
-@pytest.mark.parametrize("learner", OTHER_LEARNERS)
-def test_re_running_the_chapter_with_another_name_answers_none_of_that_learner_s_exercises(learner):
-    text, scalars = _run_chapter_as(learner)
+def _answers_computed(learner, text: str, scalars: list[float]) -> dict:
+    """The exercises of `learner` whose answer the chapter, run as `learner` (its printed `text`, its `scalars`),
+    computes: a number it prints or holds, or a sum of two it holds."""
     brief = capstone._make(f"variant {learner}", learner) if isinstance(learner, int) else capstone.brief_for(learner)
-    seen = [x for x in _numbers(text) if x not in _printed_for_every_brief()]
-    seen += [x for x in scalars if x not in _givens(brief)]
+    givens, printed = _givens(brief), _printed_for_every_brief()
+    seen = [x for x in _numbers(text) if x not in printed]
+    seen += [x for x in scalars if x not in givens]
+    pool = sorted({abs(x) for x in scalars if x and x not in givens})
+    found = {}
     with capstone.using(brief):
-        found = {}
         for eid in IDS:
             ref = _right(eid)
             if isinstance(ref, str):
@@ -382,10 +437,64 @@ def test_re_running_the_chapter_with_another_name_answers_none_of_that_learner_s
             if not count:  # nor a sum of two numbers it computes (11.11 was the step plus its collectives)
                 # each part a real share of the sum (not a close number plus a crumb), to 0.1% (the same sum
                 # computed twice agrees to the last bits; an unrelated pair rarely comes that close)
-                pool = sorted({abs(x) for x in scalars if x and x not in _givens(brief)})
                 for value in np.atleast_1d(ref):
                     sums = [(x, y) for x, y in itertools.combinations(pool, 2)
                             if min(x, y) >= 0.05 * abs(value) and abs((x + y) / value - 1) <= 1e-3]
                     if sums:
                         found[f"{eid} (a sum)"] = (value, sums[:3])
-    assert not found, f"the chapter, run as {learner!r}, computes these answers of theirs: {found}"
+    return found
+
+
+#: The learners the full re-run (figures drawn) is held to: it is slow (about 1.4 s a name), and the fast run
+#: below covers 300 names once it is shown to print and compute exactly what the full run does.
+SLOW_LEARNERS = ["Ada Lovelace", "student001", 291, 8051]
+
+#: 300 names the fast run checks (and the learners above, which cover every training and serving chip).
+MANY_LEARNERS = [f"Learner {i:03d}" for i in range(300)]
+
+
+@pytest.mark.parametrize("learner", SLOW_LEARNERS)
+def test_re_running_the_chapter_with_another_name_answers_none_of_that_learner_s_exercises(learner):
+    text, scalars = _run_chapter_as(learner)
+    assert not (found := _answers_computed(learner, text, scalars)), \
+        f"the chapter, run as {learner!r}, computes these answers of theirs: {found}"
+    # the fast run prints and computes exactly what the chapter does, figures drawn
+    assert _run_chapter_as(learner, plots=False) == (text, scalars)
+
+
+def test_the_fast_run_prints_and_computes_what_the_chapter_does_and_its_stand_ins_are_used():
+    text, scalars = _run_chapter_as(OTHER_LEARNERS[1])
+    assert _run_chapter_as(OTHER_LEARNERS[1], plots=False) == (text, scalars)
+    assert _FAST_SL._plans, "the fast run asked its plan search through the stand-in"
+    # the stand-in for pyplot unpacks as a figure and its axes and absorbs what the chapter asks of them
+    fig, ax = _NoPlot().subplots(figsize=(7, 4))
+    assert ax.lines[-1].get_color() is ax and not isinstance(ax.plot(), (int, float))
+
+
+#: What the 300-name check finds today (issue 29, open; the list only shrinks), all numbers that happen to
+#: agree, none the answer's own computation: 11.2's chips before rounding (575.99, 130.3) next to the plan's
+#: FSDP degree 576 (Learner 120) and the memory's batch cap 130 (Learner 223), within 11.2's 0.5%; sums of two
+#: of the chapter's numbers within 0.1% of 11.2, 11.5 or 11.7 (6 + 58, and three pairs of unrelated figures,
+#: none agreeing to the last bits as the same sum computed twice would).
+PENDING_LEAKS: dict[str, tuple[str, ...]] = {
+    "Learner 031": ("11.2 (a sum)",),
+    "Learner 040": ("11.7 (a sum)",),
+    "Learner 120": ("11.2",),
+    "Learner 184": ("11.5 (a sum)",),
+    "Learner 223": ("11.2",),
+    "Learner 233": ("11.5 (a sum)",),
+}
+
+
+def test_no_capstone_answer_is_computed_by_the_chapter_for_any_of_300_names():
+    assert len(set(MANY_LEARNERS)) == 300
+    assert len({capstone.brief_for(n) for n in MANY_LEARNERS}) > 250  # 300 names, hardly a brief twice
+    found = {}
+    for learner in MANY_LEARNERS + OTHER_LEARNERS:
+        hits = _answers_computed(learner, *_run_chapter_as(learner, plots=False))
+        if hits:
+            found[learner] = hits
+    new = {n: h for n, h in found.items() if tuple(sorted(h)) != PENDING_LEAKS.get(n)}
+    assert not new, f"the chapter, run as these learners, computes answers of theirs: {new}"
+    gone = sorted(set(PENDING_LEAKS) - set(found))
+    assert not gone, f"the chapter no longer computes these learners' answers: take {gone} off PENDING_LEAKS"

@@ -419,6 +419,30 @@ def test_a_column_is_still_not_one_number():
     assert "nested list" in sl.verdict("99.1", [[1000.0], [1000.0]]).message
 
 
+def test_a_one_element_list_is_graded_as_a_list_where_a_list_is_expected():
+    from scalelib.course.record import describe
+    from scalelib.course.verdict import decode
+    register(Exercise("99.31", "one byte count, as a list", lambda: np.array([1000.0]), unit="B"))
+    register(Exercise("99.32", "two byte counts", lambda: np.array([1000.0, 3000.0]), unit="B"))
+    assert sl.verdict("99.31", [1000.0]).status == "correct"
+    assert sl.verdict("99.31", np.array([1000.0])).message == \
+        "✅ Exercise 99.31: correct — [1 kB] (within 1% of the reference)."
+    # a bare number is not the list asked for; the message says a list of one value
+    assert sl.verdict("99.31", 1000.0).message == \
+        "❌ Exercise 99.31: expected 1 value (a list such as [x]), got one number, 1000."
+    wrong = sl.verdict("99.31", [2000.0])
+    assert wrong.status == "incorrect" and "your answer [2 kB]: value 1 is" in wrong.message
+    assert sl.verdict("99.32", [1000.0]).message == "❌ Exercise 99.32: expected 2 values, got 1: [1000.0]."
+    # the grader reads a recorded list back as an array: the same verdict, the same words
+    for eid, answer in [("99.31", [1000.0, 1000.0]), ("99.32", [np.float64(1000.0)]), ("99.31", [[1000.0]]),
+                        ("99.32", np.array([1000.0]))]:
+        serial = sl.verdict(eid, answer)
+        graded = sl.verdict(eid, decode(describe(answer)))
+        assert (graded.status, graded.message) == (serial.status, serial.message)
+        assert "array(" not in serial.message and "float64" not in serial.message
+    assert sl.verdict("99.31", [1000.0, 1000.0]).message == "❌ Exercise 99.31: expected 1 value, got 2: [1000.0, 1000.0]."
+
+
 # ---------------------------------------------------------------------------
 # common slips about a quantity: only where the exercise involves it; slips of the same value named together
 

@@ -849,10 +849,6 @@ def _symbols(text: str) -> tuple[list[str], list[str]]:
 #: Success texts that define a symbol twice with two meanings, or define one they never use, today (issue 29's
 #: list and what the check below finds besides); the list only shrinks.
 PENDING_SYMBOLS: dict[str, str] = {
-    '3.4': 'defined twice: hops',
-    '3.5': 'defined twice: W, hops',
-    '3.6': 'defined twice: hops',
-    '3.7': 'defined twice: hops',
     '3.13': 'defined, unused: n',
     '4.13': 'defined twice: E',
     '6.14': 'defined, unused: the best',
@@ -863,16 +859,11 @@ PENDING_SYMBOLS: dict[str, str] = {
     '8.11': 'defined twice: N',
     '8.12': 'defined twice: N',
     '8.16': 'defined twice: N, C, B',
-    '11.6': 'defined twice: W, C',
     '12.7': 'defined twice: waves, t_wave',
-    '12.9': 'defined twice: w',
-    '12.19': 'defined twice: f',
-    '12.31': 'defined twice: w, Y; defined, unused: Y',
+    '12.31': 'defined twice: Y; defined, unused: Y',
     '12.32': 'defined, unused: Y',
-    '12.33': 'defined twice: w',
     '12.37': 'defined twice: Y; defined, unused: Y',
     '12.39': 'defined twice: Y; defined, unused: Y',
-    '12.43': 'defined twice: C, W_node',
 }
 
 

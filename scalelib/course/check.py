@@ -393,9 +393,22 @@ def _value(x):
 
 
 def _shown(x, limit: int = 60) -> str:
-    """`x` as the learner wrote it (its repr), cut short; never raises."""
+    """`x` as the learner wrote it (its repr), cut short; never raises.
+
+    An array, and a NumPy number inside a list, show as the plain list and number they hold, so that an answer
+    reads the same in the notebook and in the grader (which reads a recorded list back as an array).
+    """
+    def plain(v, depth=0):
+        if isinstance(v, np.ndarray) and v.dtype.kind in "iuf" and v.size <= 1000:
+            return v.tolist()
+        if isinstance(v, np.generic) and v.dtype.kind in "iuf":
+            return v.item()
+        if isinstance(v, (list, tuple)) and depth < 32 and len(v) <= 1000:
+            items = [plain(i, depth + 1) for i in v]
+            return items if isinstance(v, list) else tuple(items)
+        return v
     try:
-        text = repr(x)
+        text = repr(plain(x))
     except Exception:  # a learner's object with a broken __repr__
         text = f"<{type(x).__name__} object>"
     return text if len(text) <= limit else text[:limit - 1] + "…"
@@ -471,7 +484,7 @@ def _numbers(answer, n: int | None) -> np.ndarray:
                 shown = f"one number, {fmt(_scalar(answer))}"
             except _NotANumber as err:
                 shown = str(err).removeprefix("got ")
-            raise _NotANumber(f"expected {n} values (a list such as [{', '.join('xyzw'[:n]) if n <= 4 else '...'}]), "
+            raise _NotANumber(f"expected {n} value{'s' if n != 1 else ''} (a list such as [{', '.join('xyzw'[:n]) if n <= 4 else '...'}]), "
                               f"got {shown}")
         return np.asarray(_scalar(answer))
     try:
@@ -481,14 +494,14 @@ def _numbers(answer, n: int | None) -> np.ndarray:
     if n is None and len(items) == 1 and _is_sequence(_value(items[0])):  # [[3.0]], np.array([[3.0]]): one number
         return _numbers(items[0], None)
     if any(_is_sequence(_value(item)) for item in items):
-        what = f"a flat list of {n} numbers" if n else "one number"
+        what = (f"a flat list of {n} number{'s' if n != 1 else ''}" if n else "one number")
         raise _NotANumber(f"expected {what}, got a nested list {_shown(answer)}")
     if n is None:
         if len(items) != 1:
             raise _NotANumber(f"expected one number, got {len(items)} values {_shown(answer)}")
         return np.asarray(_scalar(items[0]))
     if len(items) != n:
-        raise _NotANumber(f"expected {n} values, got {len(items)}: {_shown(answer)}")
+        raise _NotANumber(f"expected {n} value{'s' if n != 1 else ''}, got {len(items)}: {_shown(answer)}")
     values = []
     for i, item in enumerate(items, 1):
         try:
@@ -696,7 +709,7 @@ def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
     except _NotANumber as err:
         text = str(err)
         if text.startswith("got "):
-            kind = f"{n} numbers" if n else "a number"
+            kind = (f"{n} number{'s' if n != 1 else ''}" if n else "a number")
             text = f"expected {kind}{' in ' + unit if unit else ''}, {text}"
         return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: {text}.")
     if not np.all(np.isfinite(got)):

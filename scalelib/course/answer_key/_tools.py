@@ -50,6 +50,21 @@ def define(derivation: Derivation, meanings: Mapping[str, str]) -> Derivation:
     return out
 
 
+def rename(derivation: Derivation, names: Mapping[str, str]) -> Derivation:
+    """`derivation` with its symbols renamed (``{"F_mlp": "FLOPs_mlp"}``) in every line, its steps' included: the
+    symbol, the formula and the ``where`` lines, so that a letter keeps one meaning beside another text's."""
+    def sub(text: str) -> str:
+        for old, new in names.items():
+            text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(old)}(?![A-Za-z0-9_])", new, text)
+        return text
+
+    def visit(node: Derivation) -> Derivation:
+        return replace(node, symbol=sub(node.symbol), formula=sub(node.formula),
+                       where=tuple(sub(w) for w in node.where), steps=tuple(visit(s) for s in node.steps))
+
+    return visit(derivation)
+
+
 def after(derivation: Derivation, *steps: Derivation) -> Derivation:
     """`derivation` shown after `steps` (a figure it was given as a number, now derived before it)."""
     return replace(derivation, steps=(*steps, *derivation.steps))

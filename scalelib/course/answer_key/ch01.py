@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import define, slip, weights_only
+from ._tools import after, define, slip, weights_only
 from ..._derivation import Derivation, explain, q
 from ..._roofline import (
     arithmetic_intensity,
@@ -253,11 +253,28 @@ register(Exercise(
 
 _1_9_PARAMS = 70e9
 
+
+
+def _byte_count(formula: str, factors: tuple, dtype: str = "bf16") -> Derivation:
+    """The bytes a transfer moves, ``nbytes = (product of the counts) · b``, shown before its time."""
+    b = bytes_per_value(dtype)
+    value = float(np.prod(factors)) * b
+    return Derivation("nbytes", f"{formula} · b", " · ".join(q(f) for f in factors) + f" · {q(b, 'B')}",
+                      value, "B")
+
+
+def _weights_read() -> Derivation:
+    """Reference for 1.9: the weights' bytes, then one read of them at HBM bandwidth."""
+    nbytes = _byte_count("P", (_1_9_PARAMS,))
+    t = explain(t_comms_s, nbytes.value, "h200", bandwidth="hbm")
+    return define(after(t, nbytes), {"P": "the parameters", "b": "bytes of a bf16 value",
+                                     "nbytes": "the weights' bytes", "W": "the H200's HBM bandwidth"})
+
+
 register(Exercise(
     id="1.9",
     title="Time to read a 70B-parameter model's weights on one H200 (warm-up)",
-    reference=lambda: define(explain(t_comms_s, _1_9_PARAMS * bytes_per_value("bf16"), "h200", bandwidth="hbm"),
-                             {"W": "the H200's HBM bandwidth"}),
+    reference=_weights_read,
     unit="s",
     involves={"dtype"},
     mistakes={
@@ -279,8 +296,10 @@ _1_10_BYTES = _1_10["B"] * _1_10["F"] * bytes_per_value("bf16")
 register(Exercise(
     id="1.10",
     title="Time to exchange partial sums between two TPU v5e chips",
-    reference=lambda: define(explain(t_comms_s, _1_10_BYTES, "tpu-v5e", bandwidth="ici"),
-                             {"W": "the bandwidth of one ICI link, one way"}),
+    reference=lambda: define(after(explain(t_comms_s, _1_10_BYTES, "tpu-v5e", bandwidth="ici"),
+                                   _byte_count("B · F", (_1_10["B"], _1_10["F"]))),
+                             {"B, F": "the partial result's rows and columns", "b": "bytes of a bf16 value",
+                              "nbytes": "the partial result's bytes", "W": "the bandwidth of one ICI link, one way"}),
     unit="s",
     involves={"bandwidth", "dtype"},
     mistakes={

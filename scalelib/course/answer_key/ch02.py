@@ -561,7 +561,7 @@ def _output_cycle() -> Derivation:
     cycle = int(np.argmax(~np.isnan(trace.outputs[:, m, c]))) + 1
     return Derivation("t_out", "m + n + c", f"{m} + {n} + {c}", cycle, "cycles",
                       where=("m, c: the row and column of Y, counted from 0; n: the array's side; X[m, 0] enters "
-                             "the top-left PE at cycle m + 1, the sum for Y[m, c] starts in the top PE of column c "
+                             "the top-left PE at cycle m + 1, the sum for Y[m, c] starts in the top PE of that column "
                              "c cycles later and moves down one row a cycle, leaving the bottom row n - 1 cycles "
                              "after that (the simulation, sl.systolic_trace, agrees)",))
 

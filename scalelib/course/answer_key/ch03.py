@@ -192,9 +192,42 @@ def _gather_times(case) -> dict:
     return {axes: plan_reshard(e, case["sizes"], case["topology"]).time_s for axes, e in _LAYOUTS.items()}
 
 
+def _one_meaning(derivation: Derivation, axes: str) -> Derivation:
+    """A gather's derivation whose letters keep one meaning beside the other layouts' gathers: its hop count
+    named for its axes (``hops_X``), and a ring's both-ways W apart from a line's one-way W (``W_ring``,
+    ``W_line``; over both kinds of axis, their sum written out instead of Σ W)."""
+    import re
+
+    def hops(text: str) -> str:
+        return re.sub(r"(?<![\w])hops(?![\w])", f"hops_{axes}", text)
+
+    parts = [part for line in derivation.where for part in line.split("; ")]
+    kinds = [kind for kind, lead in (("ring", "W: both ways"), ("line", "W: one way")) if any(p.startswith(lead) for p in parts)]
+    formula = hops(derivation.formula)
+    if len(kinds) == 1:
+        formula = re.sub(r"(?<![\w])W(?![\w])", f"W_{kinds[0]}", formula)
+    elif kinds:
+        formula = formula.replace("Σ W", "(" + " + ".join(f"W_{kind}" for kind in kinds) + ")")
+    where = []
+    for line in derivation.where:
+        kept = []
+        for part in line.split("; "):
+            if part.startswith("Σ W:"):
+                if len(kinds) > 1:
+                    continue
+                part = f"Σ W_{kinds[0]}" + part[3:]
+            if part.startswith("W: both ways"):
+                part = "W_ring" + part[1:]
+            elif part.startswith("W: one way"):
+                part = "W_line" + part[1:]
+            kept.append(hops(part))
+        where.append("; ".join(kept))
+    return replace(derivation, formula=formula, where=tuple(where))
+
+
 def _fastest_gather(case) -> Derivation:
     """The fastest of the three layouts' gathers: each gather's derivation, then their minimum."""
-    parts = [_named(_only_step(e, case["sizes"], case["topology"]).derivation, f"T_{axes}")
+    parts = [_one_meaning(_named(_only_step(e, case["sizes"], case["topology"]).derivation, f"T_{axes}"), axes)
              for axes, e in _LAYOUTS.items()]
     best = min(parts, key=lambda p: p.value)
     return Derivation("T_fastest", "min(T_X, T_Y, T_XY)", "min(" + ", ".join(q(p.value, "s") for p in parts) + ")",
@@ -275,7 +308,7 @@ def _3_6_times(slice_: TpuSlice = _V5P_4x4x12, latency_s=None) -> dict:
 
 def _3_6_reference() -> Derivation:
     """Reference for 3.6: the faster of the two layouts' gathers."""
-    parts = [_named(_only_step(e, _3_6["sizes"], _V5P_4x4x12).derivation, f"T_{axes}")
+    parts = [_one_meaning(_named(_only_step(e, _3_6["sizes"], _V5P_4x4x12).derivation, f"T_{axes}"), axes)
              for axes, e in _3_6["layouts"].items()]
     assert [p.value for p in parts] == list(_3_6_times().values())
     return define(Derivation("T_faster", "min(T_Z, T_XY)", "min(" + ", ".join(q(p.value, "s") for p in parts) + ")",
@@ -323,7 +356,8 @@ def _3_7_times() -> np.ndarray:
 
 def _3_7_reference() -> Derivation:
     names = ("T_AG_X", "T_AG_XY", "T_AR_Z")
-    parts = [_named(_only_step(e, _3_7["sizes"], _V4P_CUBE).derivation, n) for e, n in zip(_3_7["exprs"], names)]
+    parts = [_one_meaning(_named(_only_step(e, _3_7["sizes"], _V4P_CUBE).derivation, n), n.rsplit("_", 1)[1])
+             for e, n in zip(_3_7["exprs"], names)]
     return define(_listed("[AllGather_X, AllGather_XY, AllReduce_Z]", parts, "s"), _N_AXES)
 
 
@@ -412,11 +446,13 @@ def _3_8_reference() -> Derivation:
     at = plan_matmul(_3_8["expr"], {**_3_8["sizes"], "I": value}, _V5E_4x4)
     assert [s.kind for s in at.steps] == [step.kind] and at.t_math_s >= step.time_s
     assert plan_matmul(_3_8["expr"], {**_3_8["sizes"], "I": value - X}, _V5E_4x4).t_math_s < step.time_s
-    r = Derivation("r", "T_comms · C / (2 · J · K/N_Y)", f"{q(comms.value, 's')} · {q(C, 'FLOP/s')} / (2 · {J} · {K}/{Y})",
-                   rows, "rows", (comms,),
+    # r is rounded up where it is computed, so the line shows the whole number the next one uses
+    r = Derivation("r", "⌈T_comms · C / (2 · J · K/N_Y)⌉",
+                   f"⌈{q(comms.value, 's')} · {q(C, 'FLOP/s')} / (2 · {J} · {K}/{Y})⌉ = ⌈{rows:.1f}⌉",
+                   float(value // X), "rows", (comms,),
                    where=("C: a TPU v5e's peak bf16 rate; J, K: B's rows and columns; N_Y: the chips along Y; "
-                          "r: the rows of A whose local matmul with B[J, K/N_Y] takes T_comms",))
-    return Derivation("I_min", "N_X · ⌈r⌉", f"{X} · ⌈{rows:.1f}⌉", value, "tokens", (r,),
+                          "r: the fewest whole rows of A whose local matmul with B[J, K/N_Y] takes at least T_comms",))
+    return Derivation("I_min", "N_X · r", f"{X} · {value // X}", value, "tokens", (r,),
                       where=("N_X: the chips along X",))
 
 

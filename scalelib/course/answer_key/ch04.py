@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import _uses, define, slip, weights_only
+from ._tools import _uses, define, rename, slip, weights_only
 from ..._derivation import Derivation, explain, q
 from ..._einsum import einsum_flops
 from ..._models import ModelSpec, model
@@ -44,7 +44,10 @@ LETTERS = {"L": "layers", "D": "the model width", "F": "the MLP width (each expe
 
 
 def _letters(derivation: Derivation) -> Derivation:
-    """`derivation` with each of the book's letters it uses defined."""
+    """`derivation` with each of the book's letters it uses defined; the FLOP counts of its parts named
+    FLOPs_... (the library's F_mlp, ...), since F is the MLP width in this chapter."""
+    derivation = rename(derivation, {f"F_{part}": f"FLOPs_{part}"
+                                     for part in ("mlp", "attention", "dot_product", "embeddings")})
     return define(derivation, {s: meaning for s, meaning in LETTERS.items() if _used(derivation, s)})
 
 

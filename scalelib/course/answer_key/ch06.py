@@ -480,13 +480,13 @@ def _tp_collectives() -> Derivation:
     c = _6_15
     W = chip("a100").scale_up_bytes_per_s_per_gpu
     value = published_plan_estimate(c["run"]).losses_s["tensor_collectives"]
-    d = Derivation("T_TP", "2 · L · m · 4 · (α + (n − 1)/n · b·B·D / (f · W))",
+    d = Derivation("T_TP", "2 · L · m · 4 · (T_lat + (n − 1)/n · b·B·D / (f · W))",
                    f"2 · {c['L']} · {c['m']} · 4 · ({q(c['latency'], 's')} + {c['n'] - 1}/{c['n']} · "
                    f"{c['b']}·{c['B']}·{c['D']} B / ({c['achieved']} · {q(W, 'B/s')}))", value, "s",
                    where=("the calibrated estimate's tensor_collectives loss of the run "
                           "(sl.published_plan_estimate('korthikanti-22b-selective').losses_s)",))
     return define(d, {"L": "layers", "m": "microbatches per step",
-                      "α": "the latency of one collective on NVLink",
+                      "T_lat": "the latency of one collective on NVLink",
                       "n": "GPUs in the tensor-parallel group", "b": "bytes per bf16 value",
                       "B": "tokens per microbatch", "D": "the model width",
                       "f": "the share of NVLink's bandwidth a collective achieves",

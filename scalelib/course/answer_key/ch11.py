@@ -26,7 +26,7 @@ from dataclasses import replace
 from .. import capstone
 from ..capstone import cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
 from ..check import Exercise, register
-from ._tools import slip
+from ._tools import rename, slip
 from ..._derivation import Derivation, explain, q
 from ..._errors import ScalelibError
 from ..._inference import generate_comms_time_s, generate_step_time_s, max_batch_size, max_batch_within_latency, prefill_time_s
@@ -325,7 +325,21 @@ def _serve(b, name: str) -> dict:
 def _batch(b=None, name=None) -> Derivation:
     b = b or sample()
     name = name or b.other_serve_chip
-    return _short(explain(max_batch_within_latency, b.model, name, latency_s=b.latency_s, **_serve(b, name)))
+    return _without_one_step(_short(explain(max_batch_within_latency, b.model, name, latency_s=b.latency_s,
+                                            **_serve(b, name))))
+
+
+def _without_one_step(d: Derivation) -> Derivation:
+    """The latency-capped batch without the library's check step (a step's time at batch 1, which reads like an
+    answer), its target named T_target (L is the layers elsewhere), and the parameters a token uses defined."""
+    steps = tuple(step for step in d.steps if step.symbol != "T_step")
+    where = tuple(line.replace("W: HBM bandwidth", "W: a chip's HBM bandwidth")
+                  .replace("a: S·kv/(N·W), the time to read one sequence's KV cache",
+                           "a: the time to read one sequence's KV cache (a = S·kv/(N·W))")
+                  .replace("b: 2·P_active/(N·C), the time of one sequence's matmuls",
+                           "b: the time of one sequence's matmuls (b = 2·P_active/(N·C))")
+                  + ("; P_active: parameters a token uses" if "P_active" in line else "") for line in d.where)
+    return rename(replace(d, steps=steps, where=where), {"L": "T_target"})
 
 
 def _memory_batch(b=None) -> Derivation:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import replace
 
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import define, slip
+from ._tools import define, rename, slip
 from ..._collectives import allgather_time_s, alltoall_time_s
 from ..._derivation import Derivation, explain, q
 from ..._gpu import (
@@ -318,9 +319,20 @@ _12_9_CLUSTER = gpu_cluster(_12_9["nodes"], "h100")
 _12_9_BYTES = _12_9["params"] * bytes_per_value("bf16")
 
 
+def _by_level(derivation: Derivation) -> Derivation:
+    """A hierarchical collective's derivation with each level's one-way bandwidth named for its level (w_node,
+    w_leaf, ...), since the library writes w at every level with that level's meaning."""
+    def visit(node: Derivation) -> Derivation:
+        steps = tuple(visit(step) for step in node.steps)
+        level = re.fullmatch(r"T_(node|leaf|spine|[a-z]+)", node.symbol)
+        node = replace(node, steps=steps)
+        return rename(node, {"w": f"w_{level.group(1)}"}) if level else node
+    return visit(derivation)
+
+
 def _allreduce_12_9() -> Derivation:
     """Reference for 12.9: an AllReduce of the bf16 gradients over every GPU of the 16 nodes, level by level."""
-    return explain(hierarchical_allreduce_time_s, _12_9_BYTES, _12_9_CLUSTER)
+    return _by_level(explain(hierarchical_allreduce_time_s, _12_9_BYTES, _12_9_CLUSTER))
 
 
 def _allreduce_12_9_over_nvlink_only():
@@ -636,7 +648,7 @@ register(Exercise(
 
 def _a100_vector_rates() -> Derivation:
     """Reference for 12.19: an A100's fp32 vector rate at its base and boost clocks, one op per ALU per cycle."""
-    parts = tuple(explain(vector_flops_per_s, "a100", clock=c) for c in ("base", "boost"))
+    parts = tuple(rename(explain(vector_flops_per_s, "a100", clock=c), {"f": f"f_{c}"}) for c in ("base", "boost"))
     return Derivation("[base, boost]", "[C_vec at the base clock, C_vec at the boost clock]", "",
                       np.array([p.value for p in parts]), "FLOP/s", parts)
 
@@ -998,7 +1010,7 @@ def _sharp_two_axes(sharp_in_node: bool = True, two_nodes_inner: int = 1) -> Der
     two = explain(hierarchical_allreduce_time_s, _12_31_BYTES, _TWO_B200_NODES, inner=8, sharp=True)
     two_value = two.value if two_nodes_inner == 1 else _12_31_BYTES / two_nodes_inner / _TWO_B200_NODES.node_egress_bytes_per_s
     return Derivation("[one node, two nodes]", "[T_AllReduce(inner 2, one node), T_AllReduce(inner 8, two nodes)]", "",
-                      np.array([one.value, two_value]), "s", (one, two))
+                      np.array([one.value, two_value]), "s", (_by_level(one), _by_level(two)))
 
 
 register(Exercise(
@@ -1053,7 +1065,7 @@ _12_33_BYTES = 1e9
 register(Exercise(
     id="12.33",
     title="AllGather over exactly two H100 nodes, precisely",
-    reference=lambda: explain(hierarchical_allgather_time_s, _12_33_BYTES, _TWO_NODES),
+    reference=lambda: _by_level(explain(hierarchical_allgather_time_s, _12_33_BYTES, _TWO_NODES)),
     unit="s",
     involves={"bandwidth"},
     mistakes={
@@ -1364,8 +1376,10 @@ def _scale_out_roofline(name: str) -> Derivation:
 
 def _gb200_gain() -> Derivation:
     """Reference for 12.43: how many times lower the scale-out DP threshold of GB200 NVL72 is than an H100 node's."""
-    h100, gb200 = _scale_out_roofline("h100"), _scale_out_roofline("gb200-nvl72")
-    return Derivation("gain", "(C / W_node)(h100) / (C / W_node)(gb200-nvl72)",
+    h100, gb200 = (replace(rename(_scale_out_roofline(name), {"C": f"C_{short}", "W_node": f"W_{short}"}),
+                           symbol=f"threshold_{short}")
+                   for name, short in (("h100", "h100"), ("gb200-nvl72", "gb200")))
+    return Derivation("gain", "threshold_h100 / threshold_gb200",
                       lambda: f"{q(h100.value, 'tokens')} / {q(gb200.value, 'tokens')}", h100.value / gb200.value, "",
                       (h100, gb200))
 
