@@ -212,15 +212,21 @@ def _transfers(subs) -> str:
     return ", ".join(f"{q(nbytes, 'B')} / {q(W, 'B/s')}" for nbytes, W in subs)
 
 
-def _collective(name: str, nbytes, topology, axes, group, latency_s) -> Derivation:
-    V = np.asarray(nonnegative("nbytes", nbytes))
+def _checked_latency(latency_s, topology, group):
+    """`latency_s` validated (one number of seconds, or None), and `group` refused on a TPU slice."""
     if latency_s is not None:
         latency_s = nonnegative("latency_s", latency_s)
         if np.ndim(latency_s):
             raise InvalidValueError(f"`latency_s` must be a single number of seconds, got {shown(latency_s)}")
+    if isinstance(topology, TpuSlice) and group is not None:
+        raise InvalidValueError("`group`: a TPU slice takes `axes` (e.g. axes='X' or axes='XY'), not `group`")
+    return latency_s
+
+
+def _collective(name: str, nbytes, topology, axes, group, latency_s) -> Derivation:
+    V = np.asarray(nonnegative("nbytes", nbytes))
+    latency_s = _checked_latency(latency_s, topology, group)
     if isinstance(topology, TpuSlice):
-        if group is not None:
-            raise InvalidValueError("`group`: a TPU slice takes `axes` (e.g. axes='X' or axes='XY'), not `group`")
         return _torus(name, nbytes, V, topology, axes, ICI_HOP_LATENCY_S if latency_s is None else latency_s)
     if isinstance(topology, GpuCluster):
         if axes is not None:
@@ -322,13 +328,8 @@ def collective_permute_time_s(nbytes, topology, *, axes=None, group=None, hops=N
         '37.3 µs'
     """
     B = np.asarray(nonnegative("nbytes", nbytes))
-    if latency_s is not None:
-        latency_s = nonnegative("latency_s", latency_s)
-        if np.ndim(latency_s):
-            raise InvalidValueError(f"`latency_s` must be a single number of seconds, got {shown(latency_s)}")
+    latency_s = _checked_latency(latency_s, topology, group)
     if isinstance(topology, TpuSlice):
-        if group is not None:
-            raise InvalidValueError("`group`: a TPU slice takes `axes` (e.g. axes='X' or axes='XY'), not `group`")
         if hops is not None:
             hops = count("hops", hops)
         return _permute_torus(B, topology, axes, hops, ICI_HOP_LATENCY_S if latency_s is None else latency_s)
