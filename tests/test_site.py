@@ -1102,42 +1102,6 @@ def test_the_sidebar_toggles_open_and_close_the_navigation_and_contents(width, b
         browser.set_window_size(*WINDOW)
 
 
-def test_scalelib_figures_have_no_text_under_9_px_on_the_site():
-    """The figures scalelib's helpers draw, saved as the site saves them (tight bounding box) and
-    scaled down to the text column of a 1280 px window: no label, tick or legend under 9 px."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.text import Text
-
-    import scalelib as sl
-    from scalelib._plot import COLUMN_PX
-
-    figures = {
-        "plot_roofline": lambda: sl.plot_roofline().figure,
-        "draw_torus": lambda: sl.draw_torus(sl.tpu_slice({"X": 4, "Y": 4, "Z": 4}, "tpu-v5p")).figure,
-        "draw_gpu_node": lambda: sl.draw_gpu_node("h100").figure,
-        "draw_chip": lambda: sl.draw_chip("h100").figure,
-        "plot_spec_comparison": lambda: sl.plot_spec_comparison(),
-        "plot_model_breakdown": lambda: sl.plot_model_breakdown()[0].figure,
-        "plot_pipeline_schedule": lambda: sl.plot_pipeline_schedule(4, 8, schedule="interleaved",
-                                                                    virtual_stages=2).figure,
-    }
-    small = {}
-    for name, draw in figures.items():
-        fig = draw()
-        renderer = fig.canvas.get_renderer()
-        scale = min(1.0, COLUMN_PX / (fig.get_tightbbox(renderer).width * fig.dpi))
-        texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
-        texts += [t for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
-        px = min(t.get_fontsize() for t in texts) * fig.dpi / 72 * scale
-        if px < 9:
-            small[name] = round(px, 1)
-        plt.close(fig)
-    assert not small, f"figures with text under 9 px at 1280 px: {small}"
-
-
 def test_the_text_column_is_as_wide_as_the_figures_assume(browser, site, reports) -> None:
     """scalelib._plot.COLUMN_PX, the width figures are scaled down to, is the article's width at 1280 px."""
     from scalelib._plot import COLUMN_PX
