@@ -305,10 +305,13 @@ return {
                .map(e => e.tagName.toLowerCase() + '.' + Array.from(e.classList).join('.') + ': ' + e.textContent.trim().slice(0, 60)),
   cut_off: Array.from(article.querySelectorAll('.katex-display, table')).filter(e => {
              const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+             const box = e.getBoundingClientRect();
+             // a box that starts left of the text column is cut there, scrolling or not: nothing scrolls
+             // to a negative offset (a centred flex item wider than its column, say)
+             if (box.width && box.left < article.getBoundingClientRect().left - 1) { return true; }
              for (let el = e; el && el !== document.body; el = el.parentElement) {
                if (scrolls(el)) { return false; }
              }
-             const box = e.getBoundingClientRect();
              return box.left < -1 || box.right > window.innerWidth + 1 || e.scrollWidth > e.clientWidth + 1;
            }).map(e => e.textContent.trim().slice(0, 60)),
 };
