@@ -118,6 +118,15 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--solutions", metavar="DIR", default="solutions", help="solution notebooks (default: solutions)")
     gen.add_argument("--exercises", metavar="DIR", default="exercises", help="exercise notebooks (default: exercises)")
 
+    tr = sub.add_parser("translate", help="keep the Russian edition in step: catalogs and generated notebooks",
+                        description="update: rewrite the gettext catalogs under locales/ru/ from the English "
+                        "notebooks and pages (translations kept, changed entries fuzzy, new ones untranslated). "
+                        "generate: write the Russian notebooks (book/ru, solutions/ru, exercises/ru), pages and "
+                        "table of contents from the English and the catalogs. stats: entries, words and what is "
+                        "left to translate, per catalog.")
+    tr.add_argument("action", choices=("update", "generate", "stats"), help="what to do")
+    tr.add_argument("--check", action="store_true", help="write nothing; list what is out of date and exit 1 if any")
+
     s = sub.add_parser("sync-setup", help="make every notebook's first code cell start with the setup cell",
                        description="Rewrite the setup block of the first code cell of every course notebook "
                        "(book/*.ipynb and solutions/*.ipynb, or the NOTEBOOKs given) from the repository "
@@ -261,6 +270,30 @@ def _generate(args) -> int:
     return _report_drift(drift, args.check, "scalelib generate")
 
 
+def _translate(args) -> int:
+    from . import translate
+
+    if args.action == "stats":
+        rows = translate.catalog_stats(".")
+        print(f"{'catalog':44} {'entries':>7} {'words':>7} {'done':>6} {'fuzzy':>6} {'todo':>6}")
+        for r in rows:
+            print(f"{r['catalog']:44} {r['entries']:7d} {r['words']:7d} {r['translated']:6d} {r['fuzzy']:6d} "
+                  f"{r['untranslated']:6d}")
+        print(f"{'all':44} {sum(r['entries'] for r in rows):7d} {sum(r['words'] for r in rows):7d} "
+              f"{sum(r['translated'] for r in rows):6d} {sum(r['fuzzy'] for r in rows):6d} "
+              f"{sum(r['untranslated'] for r in rows):6d}")
+        return 0
+    if args.action == "update":
+        drift = translate.update_catalogs(".", check=args.check)
+        if not drift:
+            print(f"the catalogs under {translate.LOCALES}/ are up to date with the English")
+        return _report_drift(drift, args.check, "scalelib translate update")
+    drift = translate.generate(".", check=args.check)
+    if not drift:
+        print("the Russian edition is up to date with the English and the catalogs")
+    return _report_drift(drift, args.check, "scalelib translate generate")
+
+
 def _sync_setup(args) -> int:
     from .authoring import course_notebooks, sync_setup_cells
 
@@ -344,7 +377,7 @@ def main(argv=None) -> int:
         return 2
     try:
         commands = {"grade": _grade, "generate": _generate, "sync-setup": _sync_setup, "api-docs": _api_docs,
-                    "book-map": _book_map, "pdf": _pdf, "autograder": _autograder, "class-report": _class_report}
+                    "book-map": _book_map, "translate": _translate, "pdf": _pdf, "autograder": _autograder, "class-report": _class_report}
         return commands[args.command](args)
     except ScalelibError as err:
         print(f"scalelib {args.command}: error: {err}", file=sys.stderr)
