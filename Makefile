@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test bench bench-grade fuzz exercises check-exercises clean help mutation
+.PHONY: setup test bench bench-grade fuzz exercises translations check-exercises clean help mutation
 .DEFAULT_GOAL := help
 
 help:
@@ -17,6 +17,7 @@ help:
 	@echo "make bench-grade - time grading 30 notebooks one at a time and GRADE_JOBS (2) at a time"
 	@echo "make fuzz    - explore the property tests with fresh random examples (not in CI; prints what fails)"
 	@echo "make exercises - regenerate exercises/ from solutions/, resync setup cells, rewrite the API pages and the book map"
+	@echo "make translations - rewrite the catalogs under locales/ru/ from the English, regenerate the Russian edition"
 
 # Python packages, pinned in requirements.txt; scalelib itself installed editable.
 # JAX=0.7.0 (say) puts that JAX release in place of the pinned one: CI runs every test with the lowest
@@ -71,12 +72,22 @@ exercises: $(VENV)/.installed
 	$(VENV)/bin/scalelib generate
 	$(VENV)/bin/scalelib api-docs
 	$(VENV)/bin/scalelib book-map
+	$(MAKE) translations
+
+# The Russian edition: catalogs under locales/ru/ rewritten from the English (new entries untranslated, changed
+# ones fuzzy), then the Russian notebooks, pages, toc and config generated from the English and the catalogs.
+translations: $(VENV)/.installed
+	$(VENV)/bin/scalelib translate update
+	$(VENV)/bin/scalelib translate generate
+	$(VENV)/bin/scalelib translate stats | tail -1
 
 check-exercises: $(VENV)/.installed
 	$(VENV)/bin/scalelib sync-setup --check
 	$(VENV)/bin/scalelib generate --check
 	$(VENV)/bin/scalelib api-docs --check
 	$(VENV)/bin/scalelib book-map --check
+	$(VENV)/bin/scalelib translate update --check
+	$(VENV)/bin/scalelib translate generate --check
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

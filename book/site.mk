@@ -9,6 +9,7 @@
 #                  built from a copy of the toc without its solutions/ entries
 #                  (_build/no-solutions/_toc.yml), links to them left as plain text,
 #                  into _build/no-solutions/_build/html (apart from the full site)
+#   The full site has a Russian edition under ru/ (its own build in _build/ru, copied in; see RU_* below).
 #   make browser   install Debian's chromium, chromedriver and colour emoji font (tests/test_site.py, make pdf)
 #                  and bubblewrap (the namespace sandbox `scalelib grade` runs each kernel in)
 #   make pdf       the PDF edition (scalelib/course/pdf.py): the site built as one page and printed by
@@ -54,6 +55,25 @@ else
 SITE_FRESH := $(SITE_STAMP) check $(SITE_INPUTS) --toc $(SITE_TOC) --output $(SITE_HTML)/index.html
 PDF_FRESH := $(SITE_STAMP) check $(PDF_INPUTS) --pdf --toc $(SITE_TOC) --output $(SITE_HTML:/html=)/pdf/how-to-scale-your-model.pdf
 endif
+# The Russian edition (scalelib/course/translate.py: generated from the English and locales/ru/): built into
+# _build/ru with its own notebook cache and stamps, printed into its own PDF, then copied into the site as ru/.
+# Only the full site has it (SOLUTIONS=no builds the English edition alone).
+RU_TOC := book/ru/_toc.yml
+RU_CONFIG := book/ru/_config.yml
+RU_HTML := _build/ru/_build/html
+RU_BUILD := $(VENV)/bin/jupyter-book build . --config $(RU_CONFIG) --toc $(RU_TOC) --path-output _build/ru -W -n --keep-going
+RU_PDF := $(VENV)/bin/scalelib pdf --toc $(RU_TOC) --config $(RU_CONFIG) --build-dir _build/ru/_build
+RU_STAMP := $(PY) scalelib/course/sitestamp.py
+RU_INPUTS := _build/ru/site.inputs
+RU_PDF_INPUTS := _build/ru/_build/pdf/pdf.inputs
+ifeq ($(FORCE),yes)
+RU_FRESH := false
+RU_PDF_FRESH := false
+else
+RU_FRESH := $(RU_STAMP) check $(RU_INPUTS) --toc $(RU_TOC) --output $(RU_HTML)/index.html
+RU_PDF_FRESH := $(RU_STAMP) check $(RU_PDF_INPUTS) --pdf --toc $(RU_TOC) --output _build/ru/_build/pdf/how-to-scale-your-model.pdf
+endif
+
 # Root installs packages directly; anyone else through sudo.
 SITE_SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -85,7 +105,14 @@ endif
 		echo '$(SITE_BUILD)' && $(SITE_BUILD) && $(SITE_STAMP) done $(SITE_INPUTS); }
 	@$(PDF_FRESH) || { $(SITE_STAMP) begin $(PDF_INPUTS) --pdf --toc $(SITE_TOC) && \
 		echo '$(SITE_PDF)' && $(SITE_PDF) && $(SITE_STAMP) done $(PDF_INPUTS); }
-	@echo "Site built: file://$(CURDIR)/$(SITE_HTML)/index.html"
+ifeq ($(SOLUTIONS),yes)
+	@$(RU_FRESH) || { $(RU_STAMP) begin $(RU_INPUTS) --toc $(RU_TOC) && \
+		echo '$(RU_BUILD)' && $(RU_BUILD) && $(RU_STAMP) done $(RU_INPUTS); }
+	@$(RU_PDF_FRESH) || { $(RU_STAMP) begin $(RU_PDF_INPUTS) --pdf --toc $(RU_TOC) && \
+		echo '$(RU_PDF)' && $(RU_PDF) && $(RU_STAMP) done $(RU_PDF_INPUTS); }
+	rm -rf $(SITE_HTML)/ru && cp -r $(RU_HTML) $(SITE_HTML)/ru
+endif
+	@echo "Site built: file://$(CURDIR)/$(SITE_HTML)/index.html (Russian edition: $(SITE_HTML)/ru/index.html)"
 
 pdf: $(VENV)/.installed book/node_modules/.installed browser
 ifeq ($(SOLUTIONS),no)

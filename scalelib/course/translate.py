@@ -50,6 +50,7 @@ NOTEBOOK_DIRS = ("book", "solutions")
 #: The Markdown pages of the site translated with the chapters.
 PAGES = ("book/intro.md", "book/instructors.md", "book/formulas.md", "book/book-map.md")
 TOC = "book/_toc.yml"
+CONFIG = "book/_config.yml"
 
 # A fixed date in the catalogs' headers: regenerating an unchanged catalog gives the same bytes.
 _DATE = _dt.datetime(2026, 12, 5, tzinfo=_dt.timezone.utc)
@@ -216,6 +217,11 @@ def _prose_string(prefix: str, content: str) -> bool:
     return True
 
 
+#: Calls and keywords whose string argument a figure shows (axis labels, titles, legend entries).
+_LABEL_CALLS = {"set_xlabel", "set_ylabel", "set_title", "suptitle", "xlabel", "ylabel", "title", "set_label"}
+_LABEL_KEYWORDS = {"label", "title", "xlabel", "ylabel"}
+
+
 def _prose_comment(text: str) -> bool:
     return not _MARKER_COMMENT.match(text) and len(re.findall(r"[^\W\d_]{2,}", text)) >= 2
 
@@ -232,10 +238,18 @@ def code_units(source: str) -> list[tuple[tuple[int, int], tuple[int, int], str,
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return out
+    significant = [tok for tok in tokens if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT,
+                                                             tokenize.INDENT, tokenize.DEDENT)]
+    labels = set()  # strings a figure shows as a label or title: prose even when short
+    for before, call, tok in zip(significant, significant[1:], significant[2:]):
+        if tok.type == tokenize.STRING and ((call.string == "(" and before.string in _LABEL_CALLS)
+                                            or (call.string == "=" and before.string in _LABEL_KEYWORDS)):
+            labels.add(tok.start)
     for tok in tokens:
         if tok.type == tokenize.STRING:
             parts = _string_parts(tok.string)
-            if parts and _prose_string(parts[0], parts[2]):
+            if parts and (_prose_string(parts[0], parts[2])
+                          or (tok.start in labels and re.search(r"[^\W\d_]{2,}", _FIELD.sub(" ", parts[2])))):
                 out.append((tok.start, tok.end, "string", parts[0] + parts[1], parts[2]))
         elif tok.type == tokenize.COMMENT:
             match = re.match(r"#+\s*", tok.string)
@@ -317,8 +331,14 @@ def page_units(text: str, name: str) -> list[Unit]:
     return [Unit(p, name, "markdown") for t, p in markdown_pieces(text) if t]
 
 
-def toc_units(toc_text: str, name: str = TOC) -> list[Unit]:
-    return [Unit(m.group(1), name, "caption") for m in re.finditer(r'caption:\s*"([^"]+)"', toc_text)]
+def toc_units(toc_text: str, name: str = TOC, config_text: str = "") -> list[Unit]:
+    """The captions of the table of contents, and the site's title (from the book's configuration)."""
+    units = []
+    if config_text:
+        import yaml
+
+        units.append(Unit(str(yaml.safe_load(config_text)["title"]), CONFIG, "title"))
+    return units + [Unit(m.group(1), name, "caption") for m in re.finditer(r'caption:\s*"([^"]+)"', toc_text)]
 
 
 def answer_key_units(chapter: int) -> list[Unit]:
@@ -397,7 +417,8 @@ def sources(root=".") -> dict[Path, tuple[str, list[Unit]]]:
     for page in PAGES:
         text = (root / page).read_text(encoding="utf-8")
         out[LOCALES / Path(page).with_suffix(".po")] = (page, page_units(text, page))
-    out[LOCALES / "book" / "_toc.po"] = (TOC, toc_units((root / TOC).read_text(encoding="utf-8")))
+    out[LOCALES / "book" / "_toc.po"] = (TOC, toc_units((root / TOC).read_text(encoding="utf-8"),
+                                                        config_text=(root / CONFIG).read_text(encoding="utf-8")))
     for chapter in range(1, 13):
         out[LOCALES / "answer_key" / f"ch{chapter:02d}.po"] = (f"answer_key/ch{chapter:02d}",
                                                               answer_key_units(chapter))
@@ -595,8 +616,33 @@ def editions(root=".") -> dict[Path, str]:
                     cell.source = relink(_source(cell), rel, target, anchors)
             out[Path(target)] = notebook_text(value)
     toc = (root / TOC).read_text(encoding="utf-8")
-    out[Path("book") / LANGUAGE / "_toc.yml"] = russian_toc(toc, _translator(root / LOCALES / "book" / "_toc.po"))
+    toc_tr = _translator(root / LOCALES / "book" / "_toc.po")
+    out[Path("book") / LANGUAGE / "_toc.yml"] = russian_toc(toc, toc_tr)
+    out[Path("book") / LANGUAGE / "_config.yml"] = russian_config(root / CONFIG, toc_tr)
     return out
+
+
+def russian_config(config_path: Path, tr) -> str:
+    """The Russian edition's Jupyter Book configuration: the English one with its title translated, Sphinx's
+    language Russian (search stemming, the theme's words), the edition named for the language switch
+    (``book/_ext/language_switch.py``), the published address under ``ru/``, local extensions found from
+    ``book/ru/``."""
+    import yaml
+
+    from .authoring import pages_url
+
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    config["title"] = tr(str(config["title"]))
+    sphinx = config.setdefault("sphinx", {})
+    sphinx["local_extensions"] = {name: "../" + path for name, path in (sphinx.get("local_extensions") or {}).items()}
+    extra = sphinx.setdefault("config", {})
+    extra["language"] = LANGUAGE
+    extra["course_edition"] = LANGUAGE
+    config.setdefault("html", {})["baseurl"] = pages_url(config_path).rstrip("/") + f"/{LANGUAGE}/"
+    header = ("# Generated by `scalelib translate generate` from book/_config.yml and locales/ru/book/_toc.po;\n"
+              "# do not edit: run `make translations` after changing either. Build the Russian edition from the\n"
+              "# repository root: jupyter-book build . --config book/ru/_config.yml --toc book/ru/_toc.yml\n")
+    return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
 
 
 def russian_toc(toc_text: str, tr) -> str:
