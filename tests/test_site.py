@@ -64,8 +64,24 @@ import yaml
 from scalelib.course.pdf import Server, serve
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE = ROOT / "_build" / "html"
-TOC = ROOT / "book" / "_toc.yml"
+#: Which edition these tests check: English (this module), or Russian (tests/test_site_ru.py runs this
+#: module again with ``_EDITION = "ru"``): the Russian site is the folder ru/ of the English one.
+_EDITION = globals().get("_EDITION", "en")
+#: What the server serves: the whole site, both editions (a language switch leads from one to the other).
+SERVED = ROOT / "_build" / "html"
+SITE = SERVED / "ru" if _EDITION == "ru" else SERVED
+TOC = ROOT / "book" / ("ru/_toc.yml" if _EDITION == "ru" else "_toc.yml")
+#: The words the checks look for, in the edition's language.
+WORDS = {
+    "en": {"chapter": r"Chapter (\d+): (.+)", "exercises": "Chapter {number} exercises", "solutions": "solutions",
+           "no_match": "did not match any documents"},
+    "ru": {"chapter": r"Глава (\d+): (.+)", "exercises": "Глава {number}, упражнения", "solutions": "решения",
+           "no_match": "не найдено ни одного документа"},
+}[_EDITION]
+#: Screenshots of the Russian pages are named ru-<page>.png beside the English ones.
+_SHOT_PREFIX = "" if _EDITION == "en" else f"{_EDITION}-"
+#: The other edition's page for each page (book/_ext/language_switch.py).
+OTHER_EDITION = {"en": "ru", "ru": "en"}[_EDITION]
 CONFIG = ROOT / "book" / "_config.yml"
 #: The course's PDF edition, at the top of the site (scalelib.course.pdf); the download menu links it.
 COURSE_PDF = "how-to-scale-your-model.pdf"
@@ -133,12 +149,17 @@ PAGES = _toc_docnames()
 ROOT_PAGE = PAGES[0]
 NOTEBOOK_PAGES = [page for page in PAGES if _is_notebook(page)]
 #: The chapters' own pages (book/chNN_name), whichever chapters the toc lists.
-CHAPTER_PAGES = [page for page in PAGES if re.fullmatch(r"book/ch\d+_\w+", page)]
+CHAPTER_PAGES = [page for page in PAGES if re.fullmatch(r"book/(ru/)?ch\d+_\w+", page)]
 SCREENSHOT_PAGES = [ROOT_PAGE, *CHAPTER_PAGES]
 #: The part (its caption) each page is listed under in the toc.
 CAPTION = {docname: caption for caption, docnames in _toc_parts() for docname in docnames}
 #: A chapter's page, exercises and solutions: book|exercises|solutions/chNN_name.
-CHAPTER_SET_PAGES = [page for page in PAGES if re.fullmatch(r"(book|exercises|solutions)/ch\d+_\w+", page)]
+CHAPTER_SET_PAGES = [page for page in PAGES if re.fullmatch(r"(book|exercises|solutions)/(ru/)?ch\d+_\w+", page)]
+
+
+def _plain(docname: str) -> str:
+    """The English page's name of a page of either edition (``book/ru/ch01_x`` -> ``book/ch01_x``)."""
+    return re.sub(r"^ru/", "", docname).replace("/ru/", "/")
 
 # ---------------------------------------------------------------------------
 # Serving and browsing
@@ -272,6 +293,9 @@ return {
   nav_links: Array.from(document.querySelectorAll('nav.bd-docs-nav a[href]'))
                   .map(a => ({href: a.href, text: a.textContent.trim()})),
   downloads: Array.from(document.querySelectorAll('.dropdown-download-buttons a[href]')).map(a => a.href),
+  // The language switch (book/_ext/language_switch.py): the other edition's page.
+  language_switch: Array.from(document.querySelectorAll('nav.course-language a[href]'))
+                        .map(a => ({href: a.href, lang: a.getAttribute('hreflang')})),
   // Display math and tables that reach past the window's edges with nothing to scroll them:
   // cut off on a narrow screen (a scrolling box of their own, or an ancestor's, is fine).
   // How far the page scrolls sideways (0: not at all), and the elements that reach past its right edge.
@@ -492,11 +516,21 @@ class _Browser:
 def site() -> Iterator[Server]:
     if not (SITE / "index.html").is_file():
         _missing(f"the site is not built ({SITE}/index.html missing): run `make site` first")
-    server = serve(SITE)
+    server = serve(SERVED)
     try:
-        yield server
+        yield server if SITE == SERVED else _EditionServer(server, SITE.relative_to(SERVED).as_posix() + "/")
     finally:
         server.stop()
+
+
+class _EditionServer:
+    """The server of the whole site, seen from one edition's folder (``base`` ends in ``ru/``)."""
+
+    def __init__(self, server: Server, folder: str) -> None:
+        self._server, self.base = server, server.base + folder
+
+    def __getattr__(self, name):
+        return getattr(self._server, name)
 
 
 @pytest.fixture(scope="module")
@@ -522,7 +556,7 @@ def _report(browser, site, reports, docname: str) -> PageReport:
         try:
             report = load_page(browser, site.base + f"{docname}.html")
             if docname in SCREENSHOT_PAGES:
-                report.screenshots = take_screenshots(browser, Path(docname).name)
+                report.screenshots = take_screenshots(browser, _SHOT_PREFIX + Path(docname).name)
         finally:
             if resized:
                 browser.set_window_size(size["width"], size["height"])
@@ -626,9 +660,9 @@ def test_no_raw_markdown_tables(page: PageReport) -> None:
     )
 
 
-@_params([p for p in PAGES if p in OUTPUT_TABLES])
+@_params([p for p in PAGES if _plain(p) in OUTPUT_TABLES])
 def test_tables_printed_by_code_cells_are_rendered(page: PageReport) -> None:
-    docname = urlparse(page.url).path.lstrip("/").removesuffix(".html")
+    docname = _plain(urlparse(page.url).path.lstrip("/").removesuffix(".html"))
     assert page.dom.get("output_tables", 0) >= OUTPUT_TABLES[docname], (
         f"{page.url}: {page.dom.get('output_tables')} rendered output table(s), expected {OUTPUT_TABLES[docname]}"
     )
@@ -659,7 +693,7 @@ def test_chapter_shows_a_figure(page: PageReport) -> None:
 
 @_params(PAGES)
 def test_internal_links_resolve(page: PageReport, site: Server) -> None:
-    faults = _link_faults(page.dom.get("links", []), site.base, SITE)
+    faults = _link_faults(page.dom.get("links", []), site.base, SERVED)
     assert not faults, f"{page.url}: {len(faults)} broken link(s):\n  " + "\n  ".join(faults)
 
 
@@ -780,18 +814,19 @@ def test_search_finds_the_first_chapter(browser, site, reports) -> None:
     """A reader's search for the first chapter's subject (e.g. Rooflines) lists that chapter,
     and every result links to a page of the site."""
     chapter = CHAPTER_PAGES[0]
-    topic = re.sub(r"^Chapter \d+:\s*", "", _report(browser, site, reports, chapter).dom.get("h1") or "")
+    topic = re.sub(WORDS["chapter"].split("(.+)")[0].replace("(\\d+)", "\\d+") + r"\s*", "",
+                   _report(browser, site, reports, chapter).dom.get("h1") or "")
     report, summary, found = _search(browser, site, topic)
     assert not report.console_errors, f"search for {topic!r}: console errors {report.console_errors}"
     assert chapter in found, f"searching {topic!r} did not list {chapter}: {summary!r}, found {found}"
-    faults = _link_faults([site.base + f"{docname}.html" for docname in found], site.base, SITE)
+    faults = _link_faults([site.base + f"{docname}.html" for docname in found], site.base, SERVED)
     assert not faults, f"search results that lead nowhere: {faults}"
 
 
 def test_search_for_nonsense_finds_nothing(browser, site) -> None:
     report, summary, found = _search(browser, site, "qzxwvkjplorth")
     assert found == [], f"a nonsense word found pages: {found}"
-    assert "did not match any documents" in summary, summary
+    assert WORDS["no_match"] in summary, summary
 
 
 @pytest.mark.parametrize("query, teaching, within", [
@@ -801,6 +836,8 @@ def test_search_for_nonsense_finds_nothing(browser, site) -> None:
 def test_search_ranks_the_page_that_teaches_a_term_first(query, teaching, within, browser, site) -> None:
     """A reader searching a term finds the chapter that teaches it before the exercises that use it
     (book/_ext/course-scorer.js: a chapter's page, and its headings, weigh most)."""
+    if _EDITION == "ru":
+        teaching = {name.replace("book/", "book/ru/") for name in teaching}
     report, summary, found = _search(browser, site, query)
     assert not report.console_errors, f"search for {query!r}: console errors {report.console_errors}"
     ranked = [docname_of(url, site.base) for url in found]
@@ -846,16 +883,33 @@ def test_title_matches_the_toc(page: PageReport, site: Server) -> None:
     docname = docname_of(page.url, site.base)
     folder, number = docname.split("/")[0], int(re.search(r"/ch(\d+)_", docname).group(1))
     caption = CAPTION[docname]
-    match = re.fullmatch(r"Chapter (\d+): (.+)", caption)
+    match = re.fullmatch(WORDS["chapter"], caption)
     assert match and int(match.group(1)) == number, f"{docname}: listed under the caption {caption!r}"
     h1, title = page.dom.get("h1") or "", page.dom.get("title") or ""
     if folder == "book":
         assert h1 == caption, f"{page.url}: title {h1!r}, but the toc's part is {caption!r}"
         return
-    assert h1.startswith(f"Chapter {number} exercises") and match.group(2) in h1, (
-        f"{page.url}: title {h1!r} should read 'Chapter {number} exercises: {match.group(2)}...'")
-    assert ("solutions" in title.lower()) == (folder == "solutions"), (
+    exercises = WORDS["exercises"].format(number=number)
+    assert h1.startswith(exercises) and match.group(2) in h1, (
+        f"{page.url}: title {h1!r} should read '{exercises}: {match.group(2)}...'")
+    assert (WORDS["solutions"] in title.lower()) == (folder == "solutions"), (
         f"{page.url}: the title {title!r} of a page in {folder}/ should say whether it has the solutions")
+
+
+@_params(PAGES)
+def test_language_switch_leads_to_the_same_page_in_the_other_edition(page: PageReport, site: Server) -> None:
+    """Every page has one link to the other edition, to the same page there (its own switch leads back)."""
+    switch = page.dom.get("language_switch") or []
+    assert len(switch) == 1 and switch[0]["lang"] == OTHER_EDITION, f"{page.url}: language switch {switch}"
+    target = switch[0]["href"]
+    assert not _link_faults([target], site.base, SERVED), f"{page.url}: the switch leads nowhere: {target}"
+    here, there = _plain(docname_of(page.url, site.base)), _plain(urlparse(target).path.lstrip("/").removesuffix(".html"))
+    assert here == there, f"{page.url}: the switch leads to another page, {target}"
+    other_html = (SERVED / unquote(urlparse(target).path).lstrip("/")).read_text(encoding="utf8")
+    back = re.search(r'<nav class="course-language"[^>]*><a href="([^"]+)"', other_html)
+    from urllib.parse import urljoin
+    assert back and urljoin(target, back.group(1)) == page.url.split("#")[0], (
+        f"{target}: its switch does not lead back to {page.url}")
 
 
 @_params(SCREENSHOT_PAGES)
@@ -863,7 +917,7 @@ def test_screenshot_kept(page: PageReport) -> None:
     """A screenshot of the page (its top, and the whole page) for the CI artefact, not blank."""
     from PIL import Image
 
-    name = Path(page.url).stem
+    name = _SHOT_PREFIX + Path(page.url).stem
     assert [png.name for png in page.screenshots] == [f"{name}.png", f"{name}.full.png"][:1 + FULL_SCREENSHOTS]
     for png in page.screenshots:
         assert png.is_file(), f"{png} was not written"
@@ -884,6 +938,24 @@ def phone_reports(browser, site) -> Iterator[dict]:
         yield {}
     finally:
         browser.set_window_size(*WINDOW)
+
+
+@pytest.mark.parametrize("docname", SCREENSHOT_PAGES)
+def test_language_switch_is_clicked_at_phone_width(docname, browser, site, phone_reports) -> None:
+    """At a phone's width the switch shows inside the screen, and a tap on it opens the other edition's page."""
+    from selenium.webdriver.common.by import By
+
+    load_page(browser, site.base + f"{docname}.html", settle=0.1)
+    link = browser.find_element(By.CSS_SELECTOR, "nav.course-language a")
+    box = browser.execute_script("const r = arguments[0].getBoundingClientRect(); "
+                                 "return [r.left, r.right, r.width, r.height];", link)
+    assert box[2] > 0 and box[3] > 0 and box[0] >= 0 and box[1] <= PHONE_WIDTH, (
+        f"{docname} at {PHONE_WIDTH} px: the language switch is off screen or hidden: {box}")
+    target = link.get_attribute("href")
+    link.click()
+    time.sleep(0.3)
+    assert browser.current_url == target and _plain(docname_of(target, site.base)) == _plain(docname), (
+        f"{docname}: tapping the switch opened {browser.current_url}, expected {target}")
 
 
 @pytest.mark.parametrize("docname", PAGES)

@@ -366,7 +366,7 @@ title.appendChild(meta);
 // Contents: a link to the start of every page of the toc (a named destination each, too).
 const contents = document.createElement('nav');
 contents.className = 'pdf-contents';
-const ch = document.createElement('h2'); ch.textContent = 'Contents'; contents.appendChild(ch);
+const ch = document.createElement('h2'); ch.textContent = front.contents; contents.appendChild(ch);
 const list = document.createElement('ol');
 const entry = name => {
   const li = document.createElement('li'); const a = document.createElement('a');
@@ -547,30 +547,61 @@ class Front:
     #: Pages of the toc printed a little tighter (smaller type) so that their end does not spill alone
     #: onto a sheet before a part that starts a sheet of its own.
     tighten: tuple[str, ...] = ()
+    #: The language of the edition (``en`` or ``ru``): the title page's own words.
+    language: str = "en"
 
     def as_js(self) -> dict:
+        words = FRONT_WORDS[self.language]
         lines = []
         if self.author:
             lines.append({"text": self.author})
-        lines.append({"text": f"Built on {self.date.day} {self.date:%B %Y}"})
+        month = words["months"][self.date.month - 1]
+        lines.append({"text": words["built"].format(day=self.date.day, month=month, year=self.date.year)})
         if self.repository:
-            lines.append({"label": "Source: ", "text": self.repository, "href": self.repository})
+            lines.append({"label": words["source"], "text": self.repository, "href": self.repository})
         return {"title": self.title, "subtitle": self.subtitle, "lines": lines, "css": PRINT_CSS,
+                "contents": words["contents"],
                 "compact": list(self.compact), "follows": list(self.follows),
                 "tighten": list(self.tighten)}
 
 
+#: The title page's words in each edition's language (the language of ``sphinx: config: language:``).
+FRONT_WORDS = {
+    "en": {"chapter": r"Chapter \d+", "contents": "Contents", "source": "Source: ", "built": "Built on {day} {month} {year}",
+           "months": ["January", "February", "March", "April", "May", "June", "July", "August", "September",
+                      "October", "November", "December"],
+           "subtitle": "The course website as one document: {chapters} chapter notebooks, their exercises{solutions}, "
+                       "and the reference pages. A runnable companion to How to Scale Your Model (Austin et al., "
+                       "Google DeepMind, 2025).", "and_solutions": " and solutions"},
+    "ru": {"chapter": r"Глава \d+", "contents": "Содержание", "source": "Исходный код: ",
+           "built": "Собрано {day} {month} {year} г.",
+           "months": ["января", "февраля", "марта", "апреля", "мая", "июня", "июля", "августа", "сентября",
+                      "октября", "ноября", "декабря"],
+           "subtitle": "Сайт курса одним документом: {chapters} глав-блокнотов, упражнения к ним{solutions} и "
+                       "справочные страницы. Исполняемый спутник книги How to Scale Your Model (Austin et al., "
+                       "Google DeepMind, 2025).", "and_solutions": " с решениями"},
+}
+
+
+def edition_language(config: dict) -> str:
+    """The language of the edition `config` configures: ``ru`` for the Russian one, else ``en``."""
+    language = ((config.get("sphinx") or {}).get("config") or {}).get("language")
+    return language if language in FRONT_WORDS else "en"
+
+
 def front_matter(parts: list[Part], config: dict, date: _dt.date | None = None) -> Front:
-    """The title page of `parts` (the toc) for the book configured by `config`."""
-    chapters = [p for p in parts if p.caption and re.match(r"Chapter \d+", p.caption)]
+    """The title page of `parts` (the toc) for the book configured by `config`, in the edition's language."""
+    language = edition_language(config)
+    words = FRONT_WORDS[language]
+    chapters = [p for p in parts if p.caption and re.match(words["chapter"], p.caption)]
     with_solutions = any(name.startswith("solutions/") for p in parts for name in p.docnames)
-    subtitle = (f"The course website as one document: {len(chapters)} chapter notebooks, "
-                f"their exercises{' and solutions' if with_solutions else ''}, and the reference pages. "
-                "A runnable companion to How to Scale Your Model (Austin et al., Google DeepMind, 2025).")
+    subtitle = words["subtitle"].format(chapters=len(chapters),
+                                        solutions=words["and_solutions"] if with_solutions else "")
     repository = (config.get("repository") or {}).get("url") or ""
     compact = tuple(name for p in parts for name in p.docnames if name in COMPACT_PAGES)
     return Front(title=str(config.get("title") or "Course"), subtitle=subtitle, date=date or build_date(),
-                 repository=str(repository).rstrip("/"), author=str(config.get("author") or ""), compact=compact)
+                 repository=str(repository).rstrip("/"), author=str(config.get("author") or ""), compact=compact,
+                 language=language)
 
 
 @dataclass
