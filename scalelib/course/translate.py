@@ -66,7 +66,7 @@ class TranslationError(AuthoringError):
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,}|:{3,})")
 _LABEL = re.compile(r"^\s*\([\w.:-]+\)=\s*$")
 _COMMENT_LINE = re.compile(r"^\s*<!--.*-->\s*$")
-_MATH_SPAN = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.S)
+_MATH_SPAN = re.compile(r"\$\$.*?\$\$|\$[^$]+\$", re.S)
 _CODE_SPAN = re.compile(r"`[^`\n]+`")
 _ROLE = re.compile(r"\{[\w:-]+\}`[^`]*`")
 _TAG = re.compile(r"<[^>]+>")
@@ -212,6 +212,8 @@ def _prose_string(prefix: str, content: str) -> bool:
     words = re.findall(r"[^\W\d_]{2,}", bare)
     if len(words) < 2 or " " not in bare.strip():
         return False
+    if "f" in prefix.lower() and _FIELD.search(content):
+        return True  # words around a formatted value: a printed line
     if re.fullmatch(r"[\w.,:;|/+*%<>=()\[\]-]*( [\w.,:;|/+*%<>=()\[\]-]*)?", bare.strip()) and len(words) < 3:
         return False  # "bd,bdf->bf", "%Y %m", one or two code-like tokens
     return True
@@ -786,7 +788,7 @@ def problems(message, terms: list[Term] | None = None) -> list[str]:
     if kind.startswith("code string") and ("\n" in msgstr) != ("\n" in msgid):
         out.append("a line break inside a string literal")
     english_letters = [ch for ch in _bare(msgid) if ch.isalpha()]
-    if len(english_letters) >= 20 and latin_share(msgstr) > 0.6:
+    if len(english_letters) >= 40 and latin_share(msgstr) > 0.6:
         out.append(f"mostly Latin script ({latin_share(msgstr):.0%}): not translated?")
     bare_id, bare_str = _bare(msgid), _bare(msgstr)
     for term in terms or []:
