@@ -75,7 +75,7 @@ TOC = ROOT / "book" / ("ru/_toc.yml" if _EDITION == "ru" else "_toc.yml")
 WORDS = {
     "en": {"chapter": r"Chapter (\d+): (.+)", "exercises": "Chapter {number} exercises", "solutions": "solutions",
            "no_match": "did not match any documents"},
-    "ru": {"chapter": r"Глава (\d+): (.+)", "exercises": "Глава {number}, упражнения", "solutions": "решения",
+    "ru": {"chapter": r"Глава (\d+): (.+)", "exercises": "Упражнения к главе {number}", "solutions": "решения",
            "no_match": "не найдено ни одного документа"},
 }[_EDITION]
 #: Screenshots of the Russian pages are named ru-<page>.png beside the English ones.
