@@ -32,17 +32,22 @@ import pytest
 from scalelib.course import pdf
 
 ROOT = Path(__file__).resolve().parents[1]
-BUILD = ROOT / "_build"
+#: Which edition: English (this module), or Russian (tests/test_pdf_ru.py runs this module again with
+#: ``_EDITION = "ru"``: its own build in _build/ru, its copy in the site's ru/).
+_EDITION = globals().get("_EDITION", "en")
+BUILD = ROOT / "_build" / ("ru/_build" if _EDITION == "ru" else "")
 PDF = BUILD / "pdf" / pdf.PDF_NAME
-SITE = BUILD / "html"
-TOC = ROOT / "book" / "_toc.yml"
-CONFIG = ROOT / "book" / "_config.yml"
+SITE = ROOT / "_build" / "html" / ("ru" if _EDITION == "ru" else "")
+TOC = ROOT / "book" / ("ru/_toc.yml" if _EDITION == "ru" else "_toc.yml")
+CONFIG = ROOT / "book" / ("ru/_config.yml" if _EDITION == "ru" else "_config.yml")
 IN_CI = bool(os.environ.get("CI"))
+#: The title page's words in the edition's language (scalelib.course.pdf.FRONT_WORDS).
+WORDS = pdf.FRONT_WORDS[_EDITION]
 
 PARTS = pdf.toc_parts(TOC)
 DOCNAMES = [name for part in PARTS for name in part.docnames]
 ROOT_PAGE = PARTS[0].docnames[0]
-CHAPTERS = [part for part in PARTS if part.caption and re.match(r"Chapter \d+\b", part.caption)]
+CHAPTERS = [part for part in PARTS if part.caption and re.match(WORDS["chapter"] + r"\b", part.caption)]
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)  # Chromium's trailer understates its object count
 
@@ -196,9 +201,12 @@ def test_title_page(texts) -> None:
     first = squash(texts[0])
     assert squash(config["title"]) in first, f"title page: no course title {config['title']!r} in {texts[0]!r}"
     assert squash(config["repository"]["url"]) in first, f"title page: no repository address in {texts[0]!r}"
-    built = re.search(r"Built on (\d{1,2} \w+ \d{4})", texts[0])
+    pattern = re.escape(WORDS["built"]).replace(r"\{day\}", r"(\d{1,2})").replace(r"\{month\}", r"(\w+)") \
+        .replace(r"\{year\}", r"(\d{4})")
+    built = re.search(pattern, texts[0])
     assert built, f"title page: no date of the build in {texts[0]!r}"
-    day = datetime.datetime.strptime(built.group(1), "%d %B %Y").date()
+    assert squash(WORDS["contents"]) in squash("".join(texts[:3])), f"no {WORDS['contents']!r} on the first pages"
+    day = datetime.date(int(built.group(3)), WORDS["months"].index(built.group(2)) + 1, int(built.group(1)))
     assert day <= datetime.date.today() + datetime.timedelta(days=1), f"title page: a build date in the future, {day}"
 
 
