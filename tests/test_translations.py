@@ -73,6 +73,8 @@ def test_slug_and_relink():
     text = "[worked](../solutions/ch03_sharding.ipynb#exercise-34-x), [API](api.md), [web](https://x.org/a.md)"
     assert t.relink(text, "book/ch03_sharding.ipynb", "book/ru/ch03_sharding.ipynb", anchors) == (
         "[worked](../../solutions/ru/ch03_sharding.ipynb#упражнение-34-x), [API](../api.md), [web](https://x.org/a.md)")
+    html = '<a class="reference external" href="../how-to-scale-your-model.pdf">PDF</a>'
+    assert t.relink(html, "book/intro.md", "book/ru/intro.md", {}) == html.replace("../", "../../")
 
 
 def test_translated_notebook_runs_in_russian_and_opens_its_own_colab_copy():

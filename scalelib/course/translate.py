@@ -496,6 +496,7 @@ def counterpart(rel: str) -> str | None:
 
 
 _MD_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
+_HTML_HREF = re.compile(r'(<a\b[^>]*?\bhref=")([^"]+)(")')
 
 
 def relink(text: str, source_rel: str, target_rel: str, anchors: dict[str, dict[str, str]]) -> str:
@@ -522,7 +523,7 @@ def relink(text: str, source_rel: str, target_rel: str, anchors: dict[str, dict[
             new += "#" + anchor
         return f"{match.group(1)}{new}{match.group(3)}"
 
-    return _MD_LINK.sub(fix, text)
+    return _HTML_HREF.sub(fix, _MD_LINK.sub(fix, text))
 
 
 # ---------------------------------------------------------------------------
