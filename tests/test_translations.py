@@ -109,7 +109,8 @@ def test_problems_catch_what_a_translation_must_keep():
     assert not any("glossary" in p for p in t.problems(
         _message("The training step is slow.", "Шаг обучения медленный."), terms))
     assert any("Latin" in p for p in t.problems(
-        _message("The training step is slow on this chip.", "The training step is slow on this chip, обучение."),
+        _message("The training step is slow on this chip, so the batch must grow.",
+                 "The training step is slow on this chip, so the batch must grow: обучение, батч."),
         terms))
 
 
