@@ -471,17 +471,41 @@ def catalog_stats(root=".") -> list[dict]:
 # Links and anchors
 
 def slug(heading: str) -> str:
-    """The anchor MyST gives a heading (``myst_heading_anchors``): GitHub's slug, Unicode letters kept."""
+    """The anchor MyST gives a heading (``myst_heading_anchors``), as myst-parser computes it: the heading's
+    text and inline code (math, HTML and link targets left out), lower case, spaces as hyphens, every other
+    character that is not a letter, digit, hyphen or underscore dropped."""
     text = re.sub(r"^#+\s*", "", heading.strip())
+    text = _MATH_SPAN.sub("", text)
+    text = re.sub(r"<!--.*?-->", "", text)
     text = _TAG.sub("", text)
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = re.sub(r"[^\w\- ]", "", text)
-    return text.replace(" ", "-")
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"`([^`]*)`", r"\1", text)
+    text = re.sub(r"\\(.)", r"\1", text)
+    return re.sub(r"[^\w\u4e00-\u9fff\- ]", "", text.strip().lower().replace(" ", "-"))
 
 
 def _headings(text: str) -> list[str]:
-    return [line for line in text.split("\n") if re.match(r"^#{1,6}\s", line)]
+    """The headings that get an anchor (levels 1 to 3, ``myst_heading_anchors: 3``), outside code fences."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if re.match(r"^\s*(```|~~~)", line):
+            fenced = not fenced
+        elif not fenced and re.match(r"^#{1,3}\s", line):
+            out.append(line)
+    return out
+
+
+def _slugs(headings: list[str]) -> list[str]:
+    """Each heading's anchor, made unique in its page as MyST does (``-1``, ``-2`` on repeats)."""
+    seen: list[str] = []
+    for heading in headings:
+        base = candidate = slug(heading)
+        i = 1
+        while candidate in seen:
+            candidate = f"{base}-{i}"
+            i += 1
+        seen.append(candidate)
+    return seen
 
 
 #: English source -> its Russian counterpart, both relative to the repository root.
@@ -540,10 +564,8 @@ def _translate_markdown(text: str, tr) -> str:
 
 
 def _anchor_table(english: str, russian: str) -> dict[str, str]:
-    table = {}
-    for en, ru in zip(_headings(english), _headings(russian)):
-        table[slug(en)] = slug(ru)
-    return table
+    """English anchor -> Russian anchor of one page (its headings pair up in order)."""
+    return dict(zip(_slugs(_headings(english)), _slugs(_headings(russian))))
 
 
 def translate_notebook(nb, rel: str, tr):
