@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .authoring import COLAB_LINK_PREFIX, AuthoringError, Drift, chapter_of, generate_exercise_notebook, notebook_text
+from .authoring import (ANSWER_STUB, CODE_STUB, COLAB_LINK_PREFIX, RAISE_STUB, AuthoringError, Drift, chapter_of,
+                        generate_exercise_notebook, notebook_text)
 
 #: The editions' languages besides English, and the folder name of each edition.
 LANGUAGE = "ru"
@@ -45,12 +46,21 @@ LOCALES = Path("locales") / LANGUAGE
 #: Label of the "Open in Colab" line in the Russian notebooks.
 COLAB_LABEL = "Открыть в Colab"
 
+#: The exercise notebooks' stubs (scalelib.course.authoring), as the Russian exercise notebooks write them.
+STUBS = {ANSWER_STUB: "None  # ВАШ ОТВЕТ ЗДЕСЬ", CODE_STUB: "# ВАШ КОД ЗДЕСЬ",
+         RAISE_STUB: 'raise NotImplementedError("напишите здесь своё решение")'}
+
 #: English notebook folders with a Russian edition (exercises/ru is generated from solutions/ru).
 NOTEBOOK_DIRS = ("book", "solutions")
 #: The Markdown pages of the site translated with the chapters.
 PAGES = ("book/intro.md", "book/instructors.md", "book/formulas.md", "book/book-map.md")
 TOC = "book/_toc.yml"
 CONFIG = "book/_config.yml"
+#: The README's learner steps (its section on working an exercise): in Russian beside the Russian
+#: exercise notebooks, where GitHub shows a folder's README.
+README = "README.md"
+README_SECTION = "## Working an exercise"
+README_RU = "exercises/ru/README.md"
 
 # A fixed date in the catalogs' headers: regenerating an unchanged catalog gives the same bytes.
 _DATE = _dt.datetime(2026, 12, 5, tzinfo=_dt.timezone.utc)
@@ -329,6 +339,14 @@ def _markdown_without_colab(source: str) -> str:
     return "\n".join(line for line in source.split("\n") if not line.startswith(COLAB_LINK_PREFIX))
 
 
+def readme_section(text: str) -> str:
+    """The README's section for learners: from its heading to the next heading of its level."""
+    start = text.index(README_SECTION)
+    following = re.search(r"^## ", text[start + len(README_SECTION):], re.M)
+    end = start + len(README_SECTION) + following.start() if following else len(text)
+    return text[start:end].rstrip("\n") + "\n"
+
+
 def page_units(text: str, name: str) -> list[Unit]:
     return [Unit(p, name, "markdown") for t, p in markdown_pieces(text) if t]
 
@@ -419,6 +437,8 @@ def sources(root=".") -> dict[Path, tuple[str, list[Unit]]]:
     for page in PAGES:
         text = (root / page).read_text(encoding="utf-8")
         out[LOCALES / Path(page).with_suffix(".po")] = (page, page_units(text, page))
+    out[LOCALES / "README.po"] = (README, page_units(readme_section((root / README).read_text(encoding="utf-8")),
+                                                    README))
     out[LOCALES / "book" / "_toc.po"] = (TOC, toc_units((root / TOC).read_text(encoding="utf-8"),
                                                         config_text=(root / CONFIG).read_text(encoding="utf-8")))
     for chapter in range(1, 13):
@@ -627,6 +647,10 @@ def editions(root=".") -> dict[Path, str]:
         ex = "exercises/" + rel.split("/", 1)[1]
         english[ex] = english[rel]
         russian[ex] = generate_exercise_notebook(russian[rel], name=counterpart(rel), chapter=chapter_of(rel))
+        for cell in russian[ex].cells:
+            if cell.cell_type == "code":
+                for stub, translated in STUBS.items():
+                    cell.source = _source(cell).replace(stub, translated)
     markdown_of = {rel: (_notebook_markdown(v) if not isinstance(v, str) else v) for rel, v in english.items()}
     anchors = {rel: _anchor_table(markdown_of[rel], _notebook_markdown(v) if not isinstance(v, str) else v)
                for rel, v in russian.items()}
@@ -642,6 +666,10 @@ def editions(root=".") -> dict[Path, str]:
             out[Path(target)] = notebook_text(value)
     toc = (root / TOC).read_text(encoding="utf-8")
     toc_tr = _translator(root / LOCALES / "book" / "_toc.po")
+    readme_tr = _translator(root / LOCALES / "README.po")
+    config_title = str(__import__("yaml").safe_load((root / CONFIG).read_text(encoding="utf-8"))["title"])
+    section = _translate_markdown(readme_section((root / README).read_text(encoding="utf-8")), readme_tr)
+    out[Path(README_RU)] = relink(f"# {toc_tr(config_title)}\n\n{section}", README, README_RU, {})
     out[Path("book") / LANGUAGE / "_toc.yml"] = russian_toc(toc, toc_tr)
     out[Path("book") / LANGUAGE / "_config.yml"] = russian_config(root / CONFIG, toc_tr)
     return out
