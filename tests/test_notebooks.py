@@ -53,9 +53,17 @@ def test_chapter_has_at_least_its_minimum_of_exercises(name):
     assert len(sl.exercises(chapter)) >= MINIMUM_EXERCISES[chapter]
 
 
+#: The editions: the English notebooks, and the Russian ones generated from them (book/ru, solutions/ru,
+#: exercises/ru; scalelib/course/translate.py), whose feedback the grader gives in Russian.
+EDITIONS = {"en": "", "ru": "ru/"}
+#: A word every verdict of the edition's language holds ("✅ Exercise 1.1: correct — ...").
+VERDICT_WORD = {"en": "Exercise", "ru": "Упражнение"}
+
+
+@pytest.mark.parametrize("edition", list(EDITIONS))
 @pytest.mark.parametrize("name", _chapters())
-def test_solutions_answer_every_exercise_correctly(name):
-    sub = load(ROOT / "solutions" / f"{name}.ipynb")
+def test_solutions_answer_every_exercise_correctly(name, edition):
+    sub = load(ROOT / "solutions" / f"{EDITIONS[edition]}{name}.ipynb")
     if name.startswith("ch11_"):  # the capstone is worked for the sample learner: that is whose notebook it is
         sub.learner = capstone.SAMPLE_LEARNER
         sub.flags = [f for f in sub.flags if "metadata names the learner" not in f]
@@ -65,15 +73,19 @@ def test_solutions_answer_every_exercise_correctly(name):
     assert [e.exercise for e in grade.exercises] == list(sl.exercises(chapter))
     wrong = [f"{e.exercise}: {e.message}" for e in grade.exercises if e.status != "correct"]
     assert wrong == []
+    in_another_language = [e.message for e in grade.exercises if VERDICT_WORD[edition] not in e.message]
+    assert not in_another_language, f"feedback not in the notebook's language ({edition}): {in_another_language[:2]}"
 
 
+@pytest.mark.parametrize("edition", list(EDITIONS))
 @pytest.mark.parametrize("name", _chapters())
-def test_fresh_exercises_run_to_the_end_and_report_not_attempted(name):
-    grade = grade_notebook(ROOT / "exercises" / f"{name}.ipynb", seed=2026)
+def test_fresh_exercises_run_to_the_end_and_report_not_attempted(name, edition):
+    grade = grade_notebook(ROOT / "exercises" / f"{EDITIONS[edition]}{name}.ipynb", seed=2026)
     assert (grade.status, grade.error, grade.cell_errors, grade.flags) == ("graded", None, (), ())
     chapter = int(re.match(r"ch(\d+)_", name).group(1))
     assert [e.exercise for e in grade.exercises] == list(sl.exercises(chapter))
     assert {e.status for e in grade.exercises} == {"not attempted"}
+    assert all(VERDICT_WORD[edition] in e.message for e in grade.exercises), grade.exercises[0].message
 
 
 def test_package_metadata_names_the_repository_of_the_book_config():
