@@ -369,11 +369,12 @@ def answer_key_units(chapter: int) -> list[Unit]:
     units = []
     for exercise_id in check.exercises(chapter):
         exercise = check.get_exercise(exercise_id)
-        where = f"scalelib/course/answer_key/ch{chapter:02d}.py:{exercise_id}"
+        where = f"scalelib/course/answer_key/ch{chapter:02d}.py"
         texts = [("title", exercise.title), ("reason", exercise.reason), ("formula", exercise.formula)]
         texts += [("hint", text) for text in exercise.mistakes.values()]
         texts += [("hint", text) for _, text in exercise.wrong]
-        units += [Unit(text, where, kind) for kind, text in texts if isinstance(text, str) and _has_prose(text)]
+        units += [Unit(text, where, f"{kind} of exercise {exercise_id}") for kind, text in texts
+                  if isinstance(text, str) and _has_prose(text)]
     return units
 
 
