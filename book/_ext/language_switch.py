@@ -8,11 +8,13 @@ Pages are paired by their names: the English ``book/ch01_rooflines`` is the Russ
 (likewise ``solutions/``, ``exercises/`` and the pages ``book/intro``, ``book/instructors``, ``book/formulas``,
 ``book/book-map``); a page with no Russian counterpart (the API reference, shared by both editions) has the
 same name in both. The config value ``course_edition`` (``en`` or ``ru``) says which edition is being built.
+The site without solutions (``make site SOLUTIONS=no``) has no Russian edition, and so no switch.
 """
 
 from __future__ import annotations
 
 import html
+import os
 import re
 from typing import Any
 
@@ -53,8 +55,8 @@ def other_edition_url(pagename: str, edition: str) -> tuple[str, str]:
 
 def add_switch(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
     edition = app.config.course_edition
-    if edition not in EDITIONS or "body" not in context:
-        return
+    if edition not in EDITIONS or "body" not in context or os.environ.get("SCALELIB_SITE_SOLUTIONS") == "no":
+        return  # the site without solutions (make site SOLUTIONS=no) is built in English alone
     other, url = other_edition_url(pagename, edition)
     link = (f'<nav class="course-language" aria-label="{EDITIONS[edition]["label"]}">'
             f'<a href="{html.escape(url)}" hreflang="{other}" lang="{other}">{EDITIONS[other]["name"]}</a></nav>\n')
