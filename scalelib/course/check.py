@@ -680,7 +680,7 @@ def _slip_causes(ratio: float, exercise: Exercise, reference, index: int | None 
         return []
     best = min(found, key=lambda f: abs(math.log(ratio / f[0])))[0]
     texts: list[str] = []
-    for value, text, _ in found:
+    for value, text, _registered in found:
         if _same(value, best) and text not in texts:
             texts.append(text)
     return texts

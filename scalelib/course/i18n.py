@@ -131,6 +131,10 @@ def N_(msgid: str) -> str:
 # Catalogs: extracting, updating, compiling
 
 _MARKERS = ("_", "N_")
+_VERSION = "0.1.0"
+_HEADER = ("# Messages of scalelib.course (the checker, the grader, their feedback) in one language.\n"
+           "# Made and updated by scalelib.course.i18n (extract_messages, update_catalog); translate it in\n"
+           "# any .po editor. Keep every {placeholder}, number, unit, emoji and piece of code as it is.")
 #: A placeholder of a template: ``{name}``, ``{name:,}``, ``{name!r}`` (``{{`` and ``}}`` are literal braces).
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)(?:![rsa])?(?::[^{}]*)?\}(?!\})")
 
@@ -186,9 +190,9 @@ def extract_messages(paths=None):
     each with the places it is used."""
     from babel.messages.catalog import Catalog
 
-    catalog = Catalog(project="scalelib", fuzzy=False, charset="utf-8")
-    for msgid, name, line in marked_literals(paths):
-        catalog.add(msgid, locations=[(f"scalelib/course/{name}", line)], flags=_flags(msgid))
+    catalog = Catalog(project="scalelib", version=_VERSION, fuzzy=False, charset="utf-8")
+    for msgid, name, _line in marked_literals(paths):  # files only: a line number would change with every edit
+        catalog.add(msgid, locations=[(f"scalelib/course/{name}", None)], flags=_flags(msgid))
     return catalog
 
 
@@ -214,7 +218,9 @@ def update_catalog(template, path, locale: str = "ru"):
     if path.exists():
         catalog = read_catalog(path, locale)
     else:
-        catalog = Catalog(locale=locale, project="scalelib", fuzzy=False, charset="utf-8")
+        catalog = Catalog(locale=locale, project="scalelib", version=_VERSION, fuzzy=False, charset="utf-8",
+                          header_comment=_HEADER, last_translator="scalelib course translators",
+                          language_team=f"scalelib course ({locale})")
     catalog.update(template, update_header_comment=False)
     catalog.obsolete.clear()
     return catalog
@@ -240,6 +246,19 @@ def _epoch():
 
 
 _EPOCH = _epoch()
+
+
+#: The catalogs of a source checkout: ``locales/<lang>/scalelib/course.po`` (these messages) and
+#: ``locales/<lang>/answer_key/chNN.po`` (the answer keys' registry texts).
+LOCALES_DIR = Path(__file__).resolve().parents[2] / "locales"
+
+
+def catalog_paths(lang: str = "ru", root: Path | None = None) -> list[Path]:
+    """The ``.po`` files compiled into ``locale/<lang>.json``, in order (the first that translates a msgid wins):
+    the course's messages, then the answer keys' catalogs that exist, by chapter."""
+    root = Path(root) if root is not None else LOCALES_DIR
+    paths = [root / lang / "scalelib" / "course.po"]
+    return paths + sorted((root / lang / "answer_key").glob("*.po"))
 
 
 def compiled_messages(po_paths) -> dict[str, str]:

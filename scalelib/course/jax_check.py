@@ -212,7 +212,7 @@ def rule_problem(rule: CollectiveRule | None, case, hlo: str, replicated) -> str
     if rule.both_ways:
         permutes = [c for c in found if c.kind == "collective-permute"]
         moves = set().union(*(_directions(c, case["mesh"]) for c in permutes)) if permutes else set()
-        if not any((axis, +1) in moves and (axis, -1) in moves for axis, _ in moves):
+        if not any((axis, +1) in moves and (axis, -1) in moves for axis, _step in moves):
             return _("your compiled program sends its blocks one way round the ring only.") + why
     if rule.replicated and replicated is False:
         return _("your function's result is split over the devices; this exercise asks for it whole on every "
