@@ -560,7 +560,7 @@ def _relabel(case: dict, rng: random.Random) -> dict:
     rename = dict(zip(letters, pool))
     out = dict(case)
     for k in specs:
-        ins, _, result = case[k].partition("->")
+        ins, _arrow, result = case[k].partition("->")
         operands = ["".join(rename[ch] for ch in op) for op in ins.split(",")]
         out[k] = ",".join(operands) + "->" + "".join(rename[ch] for ch in result)
     for k in sized:
@@ -864,7 +864,7 @@ def second_draw_seeds(exercise_id: str, count: int, draw_seed: int) -> list[int]
     True
     """
     rng = random.Random(f"{int(draw_seed)}:{exercise_id}:second draw")
-    return [rng.randrange(10**6, 10**9) for _ in range(count)]
+    return [rng.randrange(10**6, 10**9) for _i in range(count)]
 
 
 async def _call_function(client, eid: str, cases: tuple, index: int, number: int, deadline: float, limits: Limits,
@@ -888,7 +888,7 @@ async def _call_function(client, eid: str, cases: tuple, index: int, number: int
         source = (f'__import__("scalelib.course.record", fromlist=["{phase}"]).{phase}('
                   f'{eid!r}, {argument!r}, {per_call!r})')
         try:
-            records, _ = await _helper(client, source, index, limit, "calls")
+            records, _cell = await _helper(client, source, index, limit, "calls")
         except CellTimeoutError as err:
             if "IOPub" in str(err) and await _output_lost(client) is not True:
                 return (cases, None, N_("the machine was too busy")), None, _silence(
@@ -935,7 +935,7 @@ def _merge_second_draws(results, second, seeds: list[int]):
 async def _run_cells(client, box, nb, code, ids, limits, seed, draw_seed, run, CellTimeoutError, DeadKernelError):
     deadline = time.monotonic() + limits.notebook_timeout_s
     try:  # no cell of the notebook has run yet: whatever stops this is the machine's doing
-        records, _ = await _helper(client, '__import__("scalelib.course.sandbox", fromlist=["probe"]).probe()',
+        records, _cell = await _helper(client, '__import__("scalelib.course.sandbox", fromlist=["probe"]).probe()',
                                    code[0], STARTUP_TIMEOUT_S, "probe")
     except CellTimeoutError as err:
         run.machine = (_silence("after the grader's first request") if "IOPub" in str(err) else
@@ -1086,7 +1086,7 @@ def _judge_jax(exercise, answer: dict) -> Verdict:
         why = calls[2] if calls else N_("it was never called")
         return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: your function could not be run on the test cases "
                                          "({why}).").format(eid=eid, why=translate(why)))
-    cases, results, _ = calls
+    cases, results, _why = calls
     if not isinstance(results, list) or len(results) != len(cases):
         raise _Malformed("run results that do not match the cases")
     for result in results:  # every result readable, before the checker sees any
@@ -1124,7 +1124,7 @@ def judge(exercise_id: str, answer: dict) -> tuple[Verdict, str | None]:
                 why = calls[2] if calls else N_("it was never called")
                 return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: your function could not be run on the test "
                                                  "cases ({why}).").format(eid=eid, why=translate(why))), None
-            cases, results, _ = calls
+            cases, results, _why = calls
             if not isinstance(results, list) or len(results) != len(cases):
                 raise _Malformed("call results that do not match the cases")
             for result in results:  # every result readable, before the checker sees any
@@ -1251,7 +1251,7 @@ def _grade_submission(sub: Submission, limits: Limits | None = None, seed: int |
         return replace(base, status=status, error=sub.error or f"chapter unknown: {why}",
                        seconds=time.monotonic() - start)
     if sub.error:
-        grades, _, _ = _grades(sub, ids, _Run())
+        grades, _ignored, _flags = _grades(sub, ids, _Run())
         return replace(base, status=FAILED, exercises=tuple(grades), error=sub.error,
                        seconds=time.monotonic() - start)
     from jupyter_core.utils import run_sync

@@ -114,7 +114,7 @@ class Gradebook:
         writer.writerow(["Student", *_CANVAS_COLUMNS, _text_cell(assignment.strip())])
         writer.writerow(["Points Possible", "", "", "", "",
                          _points(max((g.max_points for g in self.grades), default=0))])
-        left_out = {id(g) for g, _ in self.canvas_left_out()}
+        left_out = {id(g) for g, _why in self.canvas_left_out()}
         for g in self.grades:
             if id(g) in left_out:
                 continue
@@ -534,7 +534,7 @@ class Roster:
                     best.append((2 * len(key) + bonus, index))
         if not best:
             return None, "its path matches no row's notebook" + (" or ID" if self._ids else "")
-        top = max(score for score, _ in best)
+        top = max(score for score, _item in best)
         rows = sorted({index for score, index in best if score == top})
         if len(rows) > 1:
             return None, "it matches the rows of " + " and ".join(repr(self.rows[i]["learner"]) for i in rows)
