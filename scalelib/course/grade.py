@@ -894,12 +894,12 @@ async def _call_function(client, eid: str, cases: tuple, index: int, number: int
                 return (cases, None, N_("the machine was too busy")), None, _silence(
                     f"while the grader called the function that answers {eid} (after cell {number})")
             return ((cases, None, N_("the calls did not finish in time")),
-                    f"calling the function that answers {eid} (after cell {number}) did not finish within "
-                    f"{fmt(limit, 's')}; the cells after it were not run", None)
+                    _("calling the function that answers {eid} (after cell {cell}) did not finish within {limit}; the "
+                      "cells after it were not run").format(eid=eid, cell=number, limit=fmt(limit, "s")), None)
         except DeadKernelError:
             return ((cases, None, N_("the kernel died while calling it")),
-                    f"the kernel died while calling the function that answers {eid} (after cell {number}); the "
-                    f"cells after it were not run", None)
+                    _("the kernel died while calling the function that answers {eid} (after cell {cell}); the cells "
+                      "after it were not run").format(eid=eid, cell=number), None)
         record = records[-1] if records and isinstance(records[-1], dict) else {}
         if phase != "call_recorded_jax_second":
             results = record.get("results")
@@ -959,8 +959,8 @@ async def _run_cells(client, box, nb, code, ids, limits, seed, draw_seed, run, C
         cell = nb.cells[index]
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            run.error = (f"the notebook ran past its limit of {fmt(limits.notebook_timeout_s, 's')} before cell "
-                         f"{number}; the cells from there on were not run")
+            run.error = _("the notebook ran past its limit of {limit} before cell {cell}; the cells from there on "
+                          "were not run").format(limit=fmt(limits.notebook_timeout_s, "s"), cell=number)
             return
         limit = min(limits.cell_timeout_s, remaining)
         by_notebook = remaining < limits.cell_timeout_s
@@ -975,17 +975,18 @@ async def _run_cells(client, box, nb, code, ids, limits, seed, draw_seed, run, C
                 if await _output_lost(client) is not True:
                     run.machine = _silence(f"after cell {number} replied")
                     return
-                run.error = (f"the kernel's output channel broke in cell {number} (a message over the size limit?); "
-                             f"the cells after it were not run")
+                run.error = _("the kernel's output channel broke in cell {cell} (a message over the size limit?); the "
+                              "cells after it were not run").format(cell=number)
                 return
-            run.error = (f"the notebook ran past its limit of {fmt(limits.notebook_timeout_s, 's')} in cell {number}"
-                         if by_notebook else
-                         f"cell {number} did not finish within {fmt(limits.cell_timeout_s, 's')}") + \
-                "; the cells after it were not run"
+            run.error = (_("the notebook ran past its limit of {limit} in cell {cell}; the cells after it were not "
+                           "run").format(limit=fmt(limits.notebook_timeout_s, "s"), cell=number) if by_notebook else
+                         _("cell {cell} did not finish within {limit}; the cells after it were not run").format(
+                             cell=number, limit=fmt(limits.cell_timeout_s, "s")))
             return
         except DeadKernelError:
             run.answers.extend((number, r) for r in client.records)
-            run.error = f"the kernel died while running cell {number} ({box.death()}); the cells after it were not run"
+            run.error = _("the kernel died while running cell {cell} ({cause}); the cells after it were not run").format(
+                cell=number, cause=box.death())
             return
         answers = list(client.records)
         client.records = []
