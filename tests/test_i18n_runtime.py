@@ -216,6 +216,12 @@ def test_every_message_of_the_sources_is_in_the_catalog_translated_and_not_fuzzy
     assert [m.id for m in entries.values() if m.fuzzy] == []
 
 
+def test_updating_the_catalog_from_the_sources_changes_no_byte(tmp_path):
+    """What `scalelib translate` would write for these sources is the catalog committed (its locations too)."""
+    updated = i18n.update_catalog(i18n.extract_messages(), COURSE_PO)
+    assert i18n.write_catalog(updated, tmp_path / "course.po").read_bytes() == COURSE_PO.read_bytes()
+
+
 def test_no_message_is_passed_to_the_marker_as_anything_but_one_literal():
     assert i18n.unmarked_calls() == []
 

@@ -220,6 +220,7 @@ def update_catalog(template, path, locale: str = "ru"):
     else:
         catalog = Catalog(locale=locale, project="scalelib", version=_VERSION, fuzzy=False, charset="utf-8",
                           header_comment=_HEADER, last_translator="scalelib course translators",
+                          msgid_bugs_address="https://github.com/scalelib/scaling-course/issues",
                           language_team=f"scalelib course ({locale})")
     catalog.update(template, update_header_comment=False)
     catalog.obsolete.clear()
