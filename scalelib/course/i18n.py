@@ -17,6 +17,12 @@ which the grader sets for a Russian notebook's kernel), else English. Translatio
 time from ``scalelib/course/locale/<lang>.json`` ({msgid: msgstr}), which :func:`compile_messages`
 makes from the ``.po`` catalogs; a msgid without a translation reads in English.
 
+Keeping the catalogs in step (what ``scalelib translate`` runs)::
+
+    write_catalog(update_catalog(extract_messages(), "locales/ru/scalelib/course.po"),
+                  "locales/ru/scalelib/course.po")  # new msgids untranslated, changed ones fuzzy
+    compile_messages(catalog_paths("ru"), LOCALE_DIR / "ru.json")  # course.po, then locales/ru/answer_key/*.po
+
 The formula library never imports this module (its errors are API messages and stay English).
 """
 
