@@ -16,5 +16,8 @@
   setup cells and Colab links;
 * :mod:`scalelib.course.apidoc`: the site's API reference and formula index;
 * :mod:`scalelib.course.bookmap`: the site's map of the book's questions to the course's answers;
+* :mod:`scalelib.course.i18n`: the language of every message above (English, or Russian from
+  ``locales/ru/scalelib/course.po``), chosen by ``set_language``, ``$SCALELIB_LANG`` or, when
+  grading, the notebook's metadata;
 * :mod:`scalelib.course.cli` (the ``scalelib`` command) and :mod:`scalelib.course.bench`.
 """

@@ -30,6 +30,7 @@ from .._serving import min_chips, usd_per_chip_hour
 from .._specs import chip as _chip
 from .._transformer import params, train_flops
 from .._units import fmt
+from .i18n import _, using_language
 
 #: What a brief is drawn from. Each tuple is one choice of the brief; the learner's hash picks one entry
 #: of each (see :func:`capstone_brief`). Models are the course's presets (scalelib/data/models.toml).
@@ -139,36 +140,49 @@ class CapstoneBrief:
         return dict(self.available)
 
     def rows(self) -> list[tuple[str, str]]:
-        """The brief as (item, value) rows, in the order a reader meets them."""
-        fleet = ", ".join(f"{n:,} {name} (USD {usd_per_chip_hour(name):.2f}/chip-hour)" for name, n in self.available)
+        """The brief as (item, value) rows, in the order a reader meets them (in English; see :meth:`shown_rows`)."""
+        with using_language("en"):
+            return self.shown_rows()
+
+    def shown_rows(self) -> list[tuple[str, str]]:
+        """:meth:`rows` in the learner's language (what the notebook shows)."""
+        def price(name: str, usd: float) -> str:
+            return _("{name} (USD {usd}/chip-hour)").format(name=name, usd=f"{usd:.2f}")
+
+        fleet = ", ".join(f"{n:,} " + price(name, usd_per_chip_hour(name)) for name, n in self.available)
         return [
-            ("Learner", self.learner),
-            ("Model", f"{self.model} ({fmt(params(self.model), 'params')})"),
-            ("Training tokens", fmt(self.train_tokens, "tokens")),
-            ("Sequence length", f"{self.seq_len:,} tokens"),
-            ("Deadline", f"{self.deadline_days:g} days of training"),
-            ("Chips the cloud lends", f"{self.cloud}: {fleet}"),
-            ("Budget for training", f"USD {self.budget_usd:,.0f}"),
-            ("Utilisation to plan with (MFU)", f"{self.mfu:.0%}"),
-            ("Batch", f"{self.batch_tokens:,.0f} tokens per step"),
-            ("Serving slice", f"{self.serve_chips} {self.serve_chip} (USD {self.serve_price(self.serve_chip):.2f}/chip-hour)"),
-            ("Serving precision", f"weights {self.weight_dtype}, KV cache {self.kv_dtype}"),
-            ("Tokens cached per sequence", f"{self.context:,}"),
-            ("Latency target", f"{fmt(self.latency_s, 's')} per output token (one generate step)"),
-            ("Requests", f"prompts of {self.prompt_tokens:,} tokens, each generating {self.output_tokens:,} tokens"),
-            ("Load", f"{fmt(self.daily_output_tokens, 'tokens')} generated per day"),
-            ("Serving slice to weigh against", f"{self.other_serve_chips} {self.other_serve_chip} "
-                                               f"(USD {self.serve_price(self.other_serve_chip):.2f}/chip-hour)"),
+            (_("Learner"), self.learner),
+            (_("Model"), f"{self.model} ({fmt(params(self.model), 'params')})"),
+            (_("Training tokens"), fmt(self.train_tokens, "tokens")),
+            (_("Sequence length"), _("{count} tokens").format(count=f"{self.seq_len:,}")),
+            (_("Deadline"), _("{days} days of training").format(days=f"{self.deadline_days:g}")),
+            (_("Chips the cloud lends"), f"{self.cloud}: {fleet}"),
+            (_("Budget for training"), f"USD {self.budget_usd:,.0f}"),
+            (_("Utilisation to plan with (MFU)"), f"{self.mfu:.0%}"),
+            (_("Batch"), _("{count} tokens per step").format(count=f"{self.batch_tokens:,.0f}")),
+            (_("Serving slice"), f"{self.serve_chips} " + price(self.serve_chip, self.serve_price(self.serve_chip))),
+            (_("Serving precision"), _("weights {weights}, KV cache {kv}").format(weights=self.weight_dtype,
+                                                                                 kv=self.kv_dtype)),
+            (_("Tokens cached per sequence"), f"{self.context:,}"),
+            (_("Latency target"), _("{latency} per output token (one generate step)").format(
+                latency=fmt(self.latency_s, "s"))),
+            (_("Requests"), _("prompts of {prompt} tokens, each generating {output} tokens").format(
+                prompt=f"{self.prompt_tokens:,}", output=f"{self.output_tokens:,}")),
+            (_("Load"), _("{tokens} generated per day").format(tokens=fmt(self.daily_output_tokens, "tokens"))),
+            (_("Serving slice to weigh against"), f"{self.other_serve_chips} "
+                                                  + price(self.other_serve_chip,
+                                                          self.serve_price(self.other_serve_chip))),
         ]
 
     def _repr_markdown_(self) -> str:
-        lines = [f"**Capstone brief {self.variant}**", "", "| Item | Value |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in self.rows()]
+        lines = [_("**Capstone brief {variant}**").format(variant=self.variant), "", _("| Item | Value |"), "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in self.shown_rows()]
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        width = max(len(k) for k, _ in self.rows())
-        return "\n".join(f"{k:<{width}}  {v}" for k, v in self.rows())
+        rows = self.shown_rows()
+        width = max(len(k) for k, _v in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
 def normalize_name(name: str) -> str:
@@ -236,12 +250,13 @@ def capstone_brief(learner: str | None = None, *, variant: int | None = None) ->
         True
     """
     if (learner is None) == (variant is None):
-        raise InvalidValueError("capstone_brief: give your name (capstone_brief('Ada Lovelace')) or, for "
-                                "instructors, variant=<a number from 0 to "
-                                f"{VARIANTS - 1}>, one of the two")
+        raise InvalidValueError(_("capstone_brief: give your name (capstone_brief('Ada Lovelace')) or, for "
+                                  "instructors, variant=<a number from 0 to {last}>, one of the two").format(
+            last=VARIANTS - 1))
     if learner is not None:
         if not isinstance(learner, str) or not normalize_name(learner):
-            raise InvalidValueError(f"`learner` must be your name or student id (letters or digits), got {learner!r}")
+            raise InvalidValueError(_("`learner` must be your name or student id (letters or digits), got "
+                                      "{learner}").format(learner=repr(learner)))
         name = " ".join(learner.split())
         number = variant_of(name)
     else:

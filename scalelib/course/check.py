@@ -40,6 +40,7 @@ import numpy as np
 from .._derivation import Derivation
 from .._errors import InvalidValueError, unknown
 from .._units import fmt
+from .i18n import N_, _, translate
 from .verdict import (  # noqa: F401 - re-exported: notebooks and tests import them from here
     CORRECT, GRADING_ENV, INCORRECT, NOT_ATTEMPTED, VERDICT_KEY, Verdict, cut as _cut,
 )
@@ -100,6 +101,14 @@ class Slip:
     about: str | frozenset | None = None
     unless: frozenset = frozenset()
     both_ways: bool = True
+    template: str = ""  # the English template `text` was formatted from, with `args` (for translation)
+    args: tuple = ()
+
+    def shown(self) -> str:
+        """`text` in the learner's language."""
+        if self.template:
+            return translate(self.template).format(**dict(self.args))
+        return translate(self.text)
 
     def applies_to(self, unit: str, reference, exercise: "Exercise | None" = None) -> bool:
         if self.about is not None:
@@ -114,41 +123,44 @@ class Slip:
 
 
 def _si_slips() -> list[Slip]:
-    names = {1: "one SI prefix", 2: "two SI prefixes", 3: "three SI prefixes", 4: "four SI prefixes"}
+    templates = {1: N_("a factor of {factor}: units, one SI prefix apart ({a} versus {b})"),
+                 2: N_("a factor of {factor}: units, two SI prefixes apart ({a} versus {b})"),
+                 3: N_("a factor of {factor}: units, three SI prefixes apart ({a} versus {b})"),
+                 4: N_("a factor of {factor}: units, four SI prefixes apart ({a} versus {b})")}
     up, down = "kMGT", "mµnp"
     slips = []
     for n in (1, 2, 3, 4):
-        for units, example in (({"s"}, f"{down[n - 1]}s versus s"),
-                               ({"B", "B/s"}, f"{up[n - 1]}B versus B"),
-                               ({"FLOP", "FLOP/s"}, f"{up[n - 1]}FLOP versus FLOP")):
-            slips.append(Slip(1000.0**n, f"a factor of {1000**n:,}: units, {names[n]} apart ({example})",
-                              frozenset(units)))
+        for units, a, b in (({"s"}, f"{down[n - 1]}s", "s"), ({"B", "B/s"}, f"{up[n - 1]}B", "B"),
+                            ({"FLOP", "FLOP/s"}, f"{up[n - 1]}FLOP", "FLOP")):
+            args = (("factor", f"{1000**n:,}"), ("a", a), ("b", b))
+            slips.append(Slip(1000.0**n, templates[n].format(**dict(args)), frozenset(units),
+                              template=templates[n], args=args))
     return slips
 
 
 #: The slips every exercise is checked for: each about a quantity, named only where the exercise involves
 #: it, or about how the answer is written, named only in the units where it can happen.
 COMMON_SLIPS: tuple[Slip, ...] = (
-    Slip(0.5, "a factor of 2: a multiply-add is 2 FLOPs (a [B, D] x [D, F] matmul does 2·B·D·F)", about="flops",
+    Slip(0.5, N_("a factor of 2: a multiply-add is 2 FLOPs (a [B, D] x [D, F] matmul does 2·B·D·F)"), about="flops",
          both_ways=False),
-    Slip(2.0, "a factor of 2: check the bytes per value at the question's precision", about="dtype",
+    Slip(2.0, N_("a factor of 2: check the bytes per value at the question's precision"), about="dtype",
          unless=frozenset({"peak"})),
-    Slip(2.0, "a factor of 2: check the chip's peak FLOP/s at the question's precision", about="peak",
+    Slip(2.0, N_("a factor of 2: check the chip's peak FLOP/s at the question's precision"), about="peak",
          unless=frozenset({"dtype"})),
-    Slip(2.0, "a factor of 2: check the bytes per value at the question's precision, or the peak FLOP/s at that "
-              "precision", about=frozenset({"dtype", "peak"})),
-    Slip(2.0, "a factor of 2: a bandwidth is quoted one way or bidirectional; check which one applies",
+    Slip(2.0, N_("a factor of 2: check the bytes per value at the question's precision, or the peak FLOP/s at that "
+                 "precision"), about=frozenset({"dtype", "peak"})),
+    Slip(2.0, N_("a factor of 2: a bandwidth is quoted one way or bidirectional; check which one applies"),
          about="bandwidth"),
-    Slip(8.0, "a factor of 8: bits versus bytes (a byte is 8 bits)", BYTE_UNITS),
-    Slip(100.0, "a factor of 100: a percentage versus a fraction", "fraction"),
+    Slip(8.0, N_("a factor of 8: bits versus bytes (a byte is 8 bits)"), BYTE_UNITS),
+    Slip(100.0, N_("a factor of 100: a percentage versus a fraction"), "fraction"),
     *_si_slips(),
-    Slip(1024.0, "a factor of 1024: units, KiB versus B", BYTE_UNITS),
-    Slip(1024.0**2, "a factor of 1024²: units, MiB versus B", BYTE_UNITS),
-    Slip(1024.0**3, "a factor of 1024³: units, GiB versus B", BYTE_UNITS),
-    Slip(1.024, "binary versus decimal prefixes (KiB versus kB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
-    Slip(1.024**2, "binary versus decimal prefixes (MiB versus MB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
-    Slip(1.024**3, "binary versus decimal prefixes (GiB versus GB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
-    Slip(1.024**4, "binary versus decimal prefixes (TiB versus TB)", BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
+    Slip(1024.0, N_("a factor of 1024: units, KiB versus B"), BYTE_UNITS),
+    Slip(1024.0**2, N_("a factor of 1024²: units, MiB versus B"), BYTE_UNITS),
+    Slip(1024.0**3, N_("a factor of 1024³: units, GiB versus B"), BYTE_UNITS),
+    Slip(1.024, N_("binary versus decimal prefixes (KiB versus kB)"), BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
+    Slip(1.024**2, N_("binary versus decimal prefixes (MiB versus MB)"), BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
+    Slip(1.024**3, N_("binary versus decimal prefixes (GiB versus GB)"), BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
+    Slip(1.024**4, N_("binary versus decimal prefixes (TiB versus TB)"), BYTE_UNITS, BINARY_PREFIX_TOLERANCE),
 )
 
 
@@ -160,6 +172,9 @@ def generic_slips(exercise: "Exercise", reference=None) -> tuple[Slip, ...]:
 
 
 #: factor -> text of the first common slip with that factor (kept for code that looks slips up by factor).
+#: English text -> common slip (to say a diagnosis in the learner's language).
+_SLIP_BY_TEXT: Mapping[str, Slip] = {slip.text: slip for slip in COMMON_SLIPS}
+
 COMMON_MISTAKES: Mapping[float, str] = {}
 for _slip in COMMON_SLIPS:
     COMMON_MISTAKES.setdefault(_slip.factor, _slip.text)  # type: ignore[attr-defined]
@@ -417,40 +432,49 @@ def _shown(x, limit: int = 60) -> str:
 def _kind_of(x) -> str:
     """How to name what the learner gave: ``str '1000'``, ``a function``, ``bool True``."""
     if callable(x) and not isinstance(x, type):
-        return f"a function ({getattr(x, '__name__', type(x).__name__)})"
+        return _("a function ({name})").format(name=getattr(x, '__name__', type(x).__name__))
     shown = _shown(x)
     if shown.startswith("<") and " at 0x" in shown:  # the default repr says nothing more than the type
-        return f"an object of type {type(x).__name__}"
+        return _("an object of type {name}").format(name=type(x).__name__)
     return f"{type(x).__name__} {shown}"
 
 
 class _NotANumber(Exception):
-    """Raised while reading an answer that is not a number (or a list of them); the message says why."""
+    """Raised while reading an answer that is not a number (or a list of them); the message says why.
+
+    `what` (when given) is what the learner gave instead, the message being "got <what>": a reader
+    that expected something else says so around it.
+    """
+
+    def __init__(self, text: str | None = None, *, what: str | None = None):
+        self.what = what
+        super().__init__(text if text is not None else _("got {what}").format(what=what))
 
 
 def _scalar(x) -> float:
     """One number of an answer as a float, or :class:`_NotANumber` saying what it is instead."""
     x = _value(x)
     if isinstance(x, (bool, np.bool_)):
-        raise _NotANumber(f"got bool {x!r} (True and False are not numbers)")
+        raise _NotANumber(what=_("bool {value} (True and False are not numbers)").format(value=repr(x)))
     if isinstance(x, (str, bytes)):  # numpy would read "1e3" as a number
-        raise _NotANumber(f"got {_kind_of(x)}; write the number without quotes")
+        raise _NotANumber(what=_("{kind}; write the number without quotes").format(kind=_kind_of(x)))
     if x is None or x is Ellipsis:
-        raise _NotANumber(f"got {x!r}")
+        raise _NotANumber(what=repr(x))
     if isinstance(x, (complex, np.complexfloating)):
-        raise _NotANumber(f"got a complex number {_shown(x)}")
+        raise _NotANumber(what=_("a complex number {shown}").format(shown=_shown(x)))
     if callable(x):
-        raise _NotANumber(f"got {_kind_of(x)}; call it and pass the number it returns")
+        raise _NotANumber(what=_("{kind}; call it and pass the number it returns").format(kind=_kind_of(x)))
     if isinstance(x, (list, tuple, dict, set, frozenset)) or not (
             isinstance(x, (int, float, np.number)) or hasattr(type(x), "__float__") or hasattr(x, "__array__")):
-        raise _NotANumber(f"got {_kind_of(x)}")
+        raise _NotANumber(what=_kind_of(x))
     try:
         if isinstance(x, np.ndarray) or hasattr(x, "__array__"):
             arr = np.asarray(x)
             if arr.ndim != 0:
-                raise _NotANumber(f"got {arr.size} values where one number goes")
+                raise _NotANumber(what=_("{count} values where one number goes").format(count=arr.size))
             if arr.dtype.kind == "b":
-                raise _NotANumber(f"got bool {bool(arr)!r} (True and False are not numbers)")
+                raise _NotANumber(what=_("bool {value} (True and False are not numbers)").format(
+                    value=repr(bool(arr))))
             if arr.dtype.kind not in "iuf":
                 return _scalar(arr.item())
             return float(arr)
@@ -458,10 +482,10 @@ def _scalar(x) -> float:
     except _NotANumber:
         raise
     except OverflowError:
-        raise _NotANumber("got a number too large to compute with") from None
+        raise _NotANumber(what=_("a number too large to compute with")) from None
     except Exception as err:  # whatever a learner's object raises when read as a number
-        raise _NotANumber(f"got {_kind_of(x)}, which cannot be read as a number "
-                          f"({type(err).__name__}: {_cut(err)})") from None
+        raise _NotANumber(what=_("{kind}, which cannot be read as a number ({error})").format(
+            kind=_kind_of(x), error=f"{type(err).__name__}: {_cut(err)}")) from None
 
 
 def _is_sequence(x) -> bool:
@@ -481,33 +505,41 @@ def _numbers(answer, n: int | None) -> np.ndarray:
     if not _is_sequence(answer):
         if n is not None:
             try:
-                shown = f"one number, {fmt(_scalar(answer))}"
+                shown = _("one number, {value}").format(value=fmt(_scalar(answer)))
             except _NotANumber as err:
-                shown = str(err).removeprefix("got ")
-            raise _NotANumber(f"expected {n} value{'s' if n != 1 else ''} (a list such as [{', '.join('xyzw'[:n]) if n <= 4 else '...'}]), "
-                              f"got {shown}")
+                shown = err.what if err.what is not None else str(err)
+            example = f"[{', '.join('xyzw'[:n]) if n <= 4 else '...'}]"
+            template = (_("expected 1 value (a list such as {example}), got {what}") if n == 1 else
+                        _("expected {n} values (a list such as {example}), got {what}"))
+            raise _NotANumber(template.format(n=n, example=example, what=shown))
         return np.asarray(_scalar(answer))
     try:
         items = list(answer) if isinstance(answer, (list, tuple)) else list(np.asarray(answer))
     except Exception as err:
-        raise _NotANumber(f"got {_kind_of(answer)}, which cannot be read as numbers ({type(err).__name__})") from None
+        raise _NotANumber(what=_("{kind}, which cannot be read as numbers ({error})").format(
+            kind=_kind_of(answer), error=type(err).__name__)) from None
     if n is None and len(items) == 1 and _is_sequence(_value(items[0])):  # [[3.0]], np.array([[3.0]]): one number
         return _numbers(items[0], None)
     if any(_is_sequence(_value(item)) for item in items):
-        what = (f"a flat list of {n} number{'s' if n != 1 else ''}" if n else "one number")
-        raise _NotANumber(f"expected {what}, got a nested list {_shown(answer)}")
+        template = (_("expected one number, got a nested list {shown}") if not n else
+                    _("expected a flat list of 1 number, got a nested list {shown}") if n == 1 else
+                    _("expected a flat list of {n} numbers, got a nested list {shown}"))
+        raise _NotANumber(template.format(n=n, shown=_shown(answer)))
     if n is None:
         if len(items) != 1:
-            raise _NotANumber(f"expected one number, got {len(items)} values {_shown(answer)}")
+            raise _NotANumber(_("expected one number, got {count} values {shown}").format(
+                count=len(items), shown=_shown(answer)))
         return np.asarray(_scalar(items[0]))
     if len(items) != n:
-        raise _NotANumber(f"expected {n} value{'s' if n != 1 else ''}, got {len(items)}: {_shown(answer)}")
+        template = (_("expected 1 value, got {count}: {shown}") if n == 1 else
+                    _("expected {n} values, got {count}: {shown}"))
+        raise _NotANumber(template.format(n=n, count=len(items), shown=_shown(answer)))
     values = []
     for i, item in enumerate(items, 1):
         try:
             values.append(_scalar(item))
         except _NotANumber as err:
-            raise _NotANumber(f"value {i} of your answer: {err}") from None
+            raise _NotANumber(_("value {index} of your answer: {error}").format(index=i, error=err)) from None
     return np.asarray(values, dtype=float)
 
 
@@ -540,19 +572,19 @@ def _how_far(ratio: float) -> str:
     """
     if ratio > 1:
         if ratio <= 1.01:
-            return "less than a percent too large"
+            return N_("less than a percent too large")
         if ratio <= 1.1:
-            return "a few percent too large"
+            return N_("a few percent too large")
         if ratio < 2:
-            return "tens of percent too large"
-        return "twice to ten times too large" if ratio < 10 else "orders of magnitude too large"
+            return N_("tens of percent too large")
+        return N_("twice to ten times too large") if ratio < 10 else N_("orders of magnitude too large")
     if ratio >= 1 / 1.01:
-        return "less than a percent too small"
+        return N_("less than a percent too small")
     if ratio >= 0.9:
-        return "a few percent too small"
+        return N_("a few percent too small")
     if ratio > 0.5:
-        return "tens of percent too small"
-    return "twice to ten times too small" if ratio > 0.1 else "orders of magnitude too small"
+        return N_("tens of percent too small")
+    return N_("twice to ten times too small") if ratio > 0.1 else N_("orders of magnitude too small")
 
 
 def _slip_tolerance(exercise: Exercise) -> float:
@@ -648,7 +680,7 @@ def _slip_causes(ratio: float, exercise: Exercise, reference, index: int | None 
         return []
     best = min(found, key=lambda f: abs(math.log(ratio / f[0])))[0]
     texts: list[str] = []
-    for value, text, _ in found:
+    for value, text, _registered in found:
         if _same(value, best) and text not in texts:
             texts.append(text)
     return texts
@@ -666,20 +698,44 @@ def _diagnose(ratio: float, exercise: Exercise, reference, index: int | None = N
     return OR.join(_slip_causes(ratio, exercise, reference, index, ratios)) or None
 
 
-def _off(shown: str, got: float, want: float, exercise: Exercise, reference, index=None,
-         ratios=None) -> tuple[str, str | None]:
-    """How one wrong value is off (text without a figure from the reference), and its likely slip."""
+def _off(subject: tuple, got: float, want: float, exercise: Exercise, reference, index=None,
+         ratios=None) -> tuple[str, str | None, tuple | None]:
+    """How one wrong value is off (text without a figure from the reference), its likely slip, and its bucket.
+
+    `subject` is ``("answer", shown)`` for a single answer or ``("value", number)`` for a value of a list. The
+    bucket (None, ``("zero",)`` or ``("how", <English how-far text>)``) lets a list whose every value is off
+    the same way say so once.
+    """
+    kind, what = subject
+    answer = kind == "answer"
     if want != 0 and got != 0 and (got < 0) != (want < 0):
-        return f"{shown} has the wrong sign", None
+        template = (_("your answer {shown} has the wrong sign") if answer else
+                    _("value {index} has the wrong sign"))
+        return template.format(shown=what, index=what), None, None
     if got == 0:
-        return f"{shown} is zero, and the answer is not", None
+        template = (_("your answer {shown} is zero, and the answer is not") if answer else
+                    _("value {index} is zero, and the answer is not"))
+        return template.format(shown=what, index=what), None, ("zero",)
     if want == 0:
-        return f"{shown} should be zero", None
+        template = _("your answer {shown} should be zero") if answer else _("value {index} should be zero")
+        return template.format(shown=what, index=what), None, None
     ratio = got / want
     if exercise.integer and 0.99 <= ratio <= 1.01:  # "a few percent" would mislead: a count is exact or wrong
-        return (f"{shown} is close but {'too large' if ratio > 1 else 'too small'}: a count is exact",
-                _diagnose(ratio, exercise, reference, index, ratios))
-    return f"{shown} is {_how_far(ratio)}", _diagnose(ratio, exercise, reference, index, ratios)
+        how = N_("close but too large: a count is exact") if ratio > 1 else N_("close but too small: a count is exact")
+    else:
+        how = _how_far(ratio)
+    template = _("your answer {shown} is {how}") if answer else _("value {index} is {how}")
+    return (template.format(shown=what, index=what, how=translate(how)),
+            _diagnose(ratio, exercise, reference, index, ratios), ("how", how))
+
+
+def _cause_text(diagnosis: str) -> str:
+    """A diagnosis (English slip texts joined by :data:`OR`) in the learner's language."""
+    def one(text: str) -> str:
+        slip = _SLIP_BY_TEXT.get(text)
+        return slip.shown() if slip is not None else translate(text)
+
+    return _(". Or: ").join(one(text) for text in diagnosis.split(OR))
 
 
 def _count_text(got: np.ndarray, unit: str | None) -> str:
@@ -700,7 +756,25 @@ def _wrong_order(got: np.ndarray, want: np.ndarray, rtol: float) -> bool:
     return False
 
 
-def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
+def _wrong(eid: str, body: str, call: str | None) -> str:
+    """The ❌ line of an answer that is not the kind of answer asked for (`body` ends with its full stop); for a
+    function, `call` names the call whose result it was."""
+    if call is None:
+        return _("❌ Exercise {eid}: {text}").format(eid=eid, text=body)
+    return _("❌ Exercise {eid}: called with {call}, your function's result does not fit: {text}").format(
+        eid=eid, call=call, text=body)
+
+
+def _not_quite(eid: str, text: str, call: str | None) -> str:
+    if call is None:
+        return _("❌ Exercise {eid}: not quite — {text}.").format(eid=eid, text=text)
+    return _("❌ Exercise {eid}: not quite for {call} — {text}.").format(eid=eid, call=call, text=text)
+
+
+def _compare_numbers(exercise: Exercise, answer, reference, *, call: str | None = None,
+                     causes: bool = True) -> Verdict:
+    """The Verdict on a number (or list) `answer`; `call` (a function's case) and `causes` (name the likely slip
+    in the message) shape a function exercise's message."""
     eid, unit = exercise.id, exercise.unit
     want = np.asarray(_value(reference), dtype=float)
     n = want.size if want.ndim else None
@@ -708,74 +782,96 @@ def _compare_numbers(exercise: Exercise, answer, reference) -> Verdict:
         got = _numbers(answer, n)
     except _NotANumber as err:
         text = str(err)
-        if text.startswith("got "):
-            kind = (f"{n} number{'s' if n != 1 else ''}" if n else "a number")
-            text = f"expected {kind}{' in ' + unit if unit else ''}, {text}"
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: {text}.")
+        if err.what is not None:
+            if not n:
+                template = _("expected a number in {unit}, got {what}") if unit else _("expected a number, got {what}")
+            elif n == 1:
+                template = _("expected 1 number in {unit}, got {what}") if unit else _("expected 1 number, got {what}")
+            else:
+                template = (_("expected {n} numbers in {unit}, got {what}") if unit else
+                            _("expected {n} numbers, got {what}"))
+            text = template.format(n=n, unit=unit, what=err.what)
+        return Verdict(eid, INCORRECT, _wrong(eid, f"{text}.", call))
     if not np.all(np.isfinite(got)):
         if n is None:
-            return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your answer {fmt(float(got), unit)} is not a finite number.")
+            return Verdict(eid, INCORRECT, _wrong(eid, _("your answer {shown} is not a finite number.").format(
+                shown=fmt(float(got), unit)), call))
         bad = int(np.flatnonzero(~np.isfinite(got))[0])
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: value {bad + 1} of your answer "
-                       f"({fmt(float(got[bad]), unit)}) is not a finite number.")
+        return Verdict(eid, INCORRECT, _wrong(eid, _("value {index} of your answer ({shown}) is not a finite "
+                                                     "number.").format(index=bad + 1, shown=fmt(float(got[bad]), unit)),
+                                              call))
     rel_error = float(np.max(_rel_errors(got, want)))
     if exercise.integer:
         if not _whole(want):
             raise InvalidValueError(f"exercise {eid!r}: `integer=True` but the reference is not a whole number: {want}")
         if not _whole(got):
             if n is None:
-                return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your answer {float(got):.10g}{' ' + unit if unit else ''} is not a whole "
-                               f"number; a count is a whole number (round it the way the question asks).", rel_error)
+                body = _("your answer {shown} is not a whole number; a count is a whole number (round it the way "
+                         "the question asks).").format(shown=f"{float(got):.10g}{' ' + unit if unit else ''}")
+                return Verdict(eid, INCORRECT, _wrong(eid, body, call), rel_error)
             bad = int(np.flatnonzero([not _whole(g) for g in got])[0])
-            return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: value {bad + 1} of your answer "
-                           f"({float(got[bad]):.10g}{' ' + unit if unit else ''}) is not a whole number; a count is a whole number "
-                           f"(round it the way the question asks).", rel_error)
+            body = _("value {index} of your answer ({shown}) is not a whole number; a count is a whole number "
+                     "(round it the way the question asks).").format(
+                index=bad + 1, shown=f"{float(got[bad]):.10g}{' ' + unit if unit else ''}")
+            return Verdict(eid, INCORRECT, _wrong(eid, body, call), rel_error)
         got = np.round(got)
     if exercise.accept is not None:
         pairs = _accept_ranges(exercise.accept, n)
         ok = np.array([lo - 1e-12 * abs(lo) <= g <= hi + 1e-12 * abs(hi)
                        for (lo, hi), g in zip(pairs, np.atleast_1d(got))]).reshape(got.shape)
-        within_what = "inside the range the question allows"
+        within_what = _("inside the range the question allows")
     elif exercise.integer:
         ok = got == np.round(want)
-        within_what = "exactly"
+        within_what = _("exactly")
     else:
         ok = within(got, want, exercise.rtol)
-        within_what = f"within {fmt(exercise.rtol * 100)}% of the reference"
+        within_what = _("within {percent}% of the reference").format(percent=fmt(exercise.rtol * 100))
     if np.all(ok):
         shown = _count_text(got, unit) if exercise.integer else fmt(got if got.ndim else float(got), unit)
-        return Verdict(eid, CORRECT, f"✅ Exercise {eid}: correct — {shown} ({within_what}).", rel_error)
+        return Verdict(eid, CORRECT, _("✅ Exercise {eid}: correct — {shown} ({within}).").format(
+            eid=eid, shown=shown, within=within_what), rel_error)
     if n is None:
         mine = _count_text(got, unit) if exercise.integer else fmt(float(got), unit)
-        text, diagnosis = _off(f"your answer {mine}", float(got), float(want), exercise, reference)
-        message = f"❌ Exercise {eid}: not quite — {text}."
-        if diagnosis:
-            message += f"\n   Likely cause: {diagnosis}."
+        text, diagnosis, _bucket = _off(("answer", mine), float(got), float(want), exercise, reference)
+        message = _not_quite(eid, text, call)
+        if diagnosis and causes:
+            message += "\n   " + _("Likely cause: {cause}.").format(cause=_cause_text(diagnosis))
         return Verdict(eid, INCORRECT, message, rel_error, diagnosis)
     shown = _count_text(got, unit) if exercise.integer else fmt(got, unit)
     if _wrong_order(got, want, 0.0 if exercise.integer else exercise.rtol):
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: not quite — your answer {shown} has the right values "
-                       f"in the wrong order.", rel_error, "the right values in the wrong order")
-    parts, causes = [], {}
+        return Verdict(eid, INCORRECT, _not_quite(eid, _("your answer {shown} has the right values in the wrong "
+                                                         "order").format(shown=shown), call),
+                       rel_error, "the right values in the wrong order")
+    parts, buckets, found = [], [], {}
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = [float(g / w) if w else math.nan for g, w in zip(got, want)]
     for i, (g, w, good) in enumerate(zip(got, want, ok)):
         if good:
-            parts.append(f"value {i + 1} is right")
+            parts.append(_("value {index} is right").format(index=i + 1))
+            buckets.append(None)
             continue
-        text, why = _off(f"value {i + 1}", float(g), float(w), exercise, reference, i, ratios)
+        text, why, bucket = _off(("value", i + 1), float(g), float(w), exercise, reference, i, ratios)
         parts.append(text)
+        buckets.append(bucket)
         if why:
-            causes.setdefault(why, []).append(i + 1)
-    buckets = {part.split(" is ", 1)[1] for part in parts if " is " in part and not part.endswith(" is right")}
-    if len(parts) > 1 and not np.any(ok) and len(buckets) == 1 and all(" is " in part for part in parts):
-        parts = [f"every value is {buckets.pop()}"]
-    message = f"❌ Exercise {eid}: not quite — your answer {shown}: {', '.join(parts)}."
+            found.setdefault(why, []).append(i + 1)
+    if len(parts) > 1 and not np.any(ok) and None not in buckets and len(set(buckets)) == 1:
+        bucket = buckets[0]
+        parts = [_("every value is zero, and the answer is not") if bucket == ("zero",) else
+                 _("every value is {how}").format(how=translate(bucket[1]))]
+    message = _not_quite(eid, _("your answer {shown}: {parts}").format(shown=shown, parts=", ".join(parts)), call)
     wrong = int(np.sum(~ok))
-    for why, values in causes.items():
-        label = "" if len(values) == wrong else f" (value{'s' if len(values) > 1 else ''} {', '.join(map(str, values))})"
-        message += f"\n   Likely cause{label}: {why}."
-    diagnosis = "; ".join(causes) or None
+    for why, values in found.items() if causes else ():
+        cause = _cause_text(why)
+        if len(values) == wrong:
+            line = _("Likely cause: {cause}.").format(cause=cause)
+        elif len(values) == 1:
+            line = _("Likely cause (value {values}): {cause}.").format(values=values[0], cause=cause)
+        else:
+            line = _("Likely cause (values {values}): {cause}.").format(values=", ".join(map(str, values)),
+                                                                        cause=cause)
+        message += "\n   " + line
+    diagnosis = "; ".join(found) or None
     return Verdict(eid, INCORRECT, message, rel_error, diagnosis)
 
 
@@ -806,22 +902,19 @@ def _compare_choice(exercise: Exercise, answer, reference) -> Verdict:
     eid = exercise.id
     choices = ", ".join(map(repr, exercise.choices))
     if not isinstance(answer, str):
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected one of {choices}, got {_kind_of(answer)}.")
+        return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: expected one of {choices}, got {kind}.").format(
+            eid=eid, choices=choices, kind=_kind_of(answer)))
     given = _normal_choice(answer)
     if exercise.choices and given not in [_normal_choice(c) for c in exercise.choices]:
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: {_shown(answer)} is not one of the choices {choices}.")
+        return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: {answer} is not one of the choices {choices}.").format(
+            eid=eid, answer=_shown(answer), choices=choices))
     if given == _normal_choice(str(reference)):
-        message = f"✅ Exercise {eid}: correct — {reference!r}."
+        message = _("✅ Exercise {eid}: correct — {answer}.").format(eid=eid, answer=repr(reference))
         if exercise.reason:
-            message += f"\n   {exercise.reason}"
+            message += f"\n   {translate(exercise.reason)}"
         return Verdict(eid, CORRECT, message)
-    return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: not quite — {_shown(answer)} is not the right choice.")
-
-
-def _without_cause(verdict: Verdict) -> Verdict:
-    """`verdict` without its "Likely cause" lines."""
-    message = "\n".join(line for line in verdict.message.split("\n") if not line.lstrip().startswith("Likely cause"))
-    return Verdict(verdict.exercise, verdict.status, message, verdict.rel_error, None)
+    return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: not quite — {answer} is not the right choice.").format(
+        eid=eid, answer=_shown(answer)))
 
 
 def _same_slip_everywhere(exercise: Exercise, answer, reference, cases, diagnosis: str) -> bool:
@@ -842,8 +935,8 @@ def _same_slip_everywhere(exercise: Exercise, answer, reference, cases, diagnosi
 def _compare_function(exercise: Exercise, answer, reference, cases=None) -> Verdict:
     eid = exercise.id
     if not callable(answer) or isinstance(answer, type):
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected a function (the function itself, "
-                       f"not a call to it), got {_kind_of(answer)}.")
+        return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: expected a function (the function itself, not a call to "
+                                         "it), got {kind}.").format(eid=eid, kind=_kind_of(answer)))
     cases = exercise.cases if cases is None else tuple(cases)
     worst = 0.0
     for case in cases:
@@ -851,26 +944,27 @@ def _compare_function(exercise: Exercise, answer, reference, cases=None) -> Verd
         try:
             got = answer(**dict(case))
         except NotImplementedError:
-            return Verdict(eid, NOT_ATTEMPTED, f"⬜ Exercise {eid}: not attempted (your function still raises NotImplementedError).")
+            return Verdict(eid, NOT_ATTEMPTED, _("⬜ Exercise {eid}: not attempted (your function still raises "
+                                                 "NotImplementedError).").format(eid=eid))
         except Exception as err:  # a learner's bug must not stop the notebook
-            return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your function raised {type(err).__name__}: "
-                           f"{_cut(err)} when called with {call}.")
+            return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: your function raised {error}: {message} when "
+                                             "called with {call}.").format(eid=eid, error=type(err).__name__,
+                                                                          message=_cut(err), call=call))
         if got is None:
-            return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your function returned None for {call}; "
-                           f"did it forget `return`?")
-        verdict = _compare_numbers(exercise, got, reference(**dict(case)))
+            return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: your function returned None for {call}; did it "
+                                             "forget `return`?").format(eid=eid, call=call))
+        want = reference(**dict(case))
+        verdict = _compare_numbers(exercise, got, want)
         if verdict.status != CORRECT:
-            if verdict.diagnosis and not _same_slip_everywhere(exercise, answer, reference, cases, verdict.diagnosis):
-                verdict = _without_cause(verdict)
-            message = verdict.message.replace("not quite —", f"not quite for {call} —", 1)
-            if message == verdict.message:  # not a number (or not the right count): say which call returned it
-                message = message.replace(f"Exercise {eid}: ", f"Exercise {eid}: called with {call}, your function's "
-                                          f"result does not fit: ", 1)
-            return Verdict(eid, INCORRECT, message, verdict.rel_error, verdict.diagnosis)
+            keep = bool(verdict.diagnosis) and _same_slip_everywhere(exercise, answer, reference, cases,
+                                                                     verdict.diagnosis)
+            shown = _compare_numbers(exercise, got, want, call=call, causes=keep)
+            return Verdict(eid, INCORRECT, shown.message, verdict.rel_error, verdict.diagnosis if keep else None)
         worst = max(worst, verdict.rel_error or 0.0)
-    message = f"✅ Exercise {eid}: correct — your function agrees with the reference on all {len(cases)} cases."
+    message = _("✅ Exercise {eid}: correct — your function agrees with the reference on all {count} cases.").format(
+        eid=eid, count=len(cases))
     if exercise.formula:
-        message += f"\n   {exercise.formula}"
+        message += f"\n   {translate(exercise.formula)}"
     return Verdict(eid, CORRECT, message, worst)
 
 
@@ -894,17 +988,19 @@ def verdict(exercise_id: str, answer, *, cases=None) -> Verdict:
     """
     exercise = get_exercise(exercise_id)
     if answer is None or answer is Ellipsis:
-        return Verdict(exercise.id, NOT_ATTEMPTED, f"⬜ Exercise {exercise.id}: not attempted.")
+        return Verdict(exercise.id, NOT_ATTEMPTED, _("⬜ Exercise {eid}: not attempted.").format(eid=exercise.id))
     if exercise.per_learner:
         from .capstone import current
 
         if current() is None:
-            return Verdict(exercise.id, NOT_ATTEMPTED, f"⬜ Exercise {exercise.id}: make your capstone brief first "
-                           f"(brief = sl.capstone_brief('your name')); this exercise is checked against it.")
+            return Verdict(exercise.id, NOT_ATTEMPTED, _("⬜ Exercise {eid}: make your capstone brief first (brief = "
+                                                         "sl.capstone_brief('your name')); this exercise is checked "
+                                                         "against it.").format(eid=exercise.id))
     if exercise.kind == "jax":
         if not callable(answer) or isinstance(answer, type):
-            return Verdict(exercise.id, INCORRECT, f"❌ Exercise {exercise.id}: expected a function of JAX arrays "
-                           f"(the function itself, not a call to it), got {_kind_of(answer)}.")
+            return Verdict(exercise.id, INCORRECT, _("❌ Exercise {eid}: expected a function of JAX arrays (the function "
+                                                     "itself, not a call to it), got {kind}.").format(
+                eid=exercise.id, kind=_kind_of(answer)))
         from .jax_check import run_and_judge
 
         return run_and_judge(exercise, answer, cases)

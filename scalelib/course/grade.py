@@ -68,6 +68,7 @@ from .check import exercises, get_exercise, verdict
 from .gradebook import (  # noqa: F401 - the gradebook, rosters, reports and statuses were part of this module
     CHAPTER_UNKNOWN, FAILED, GRADED, MISSING, NOT_GRADED, WRONG_CHAPTER, Gradebook, Roster, _clean, _name_learners,
     feedback, load_roster, parse_canvas_name, report_block)
+from .i18n import N_, _, translate, trusted_language, using_language
 from .record import ANSWER_MIME, CALLS_MIME, case_key, encode_cases
 from .verdict import CORRECT, INCORRECT, NOT_ATTEMPTED, VERDICT_KEY, Verdict
 from .verdict import Malformed as _Malformed, decode as _decode
@@ -202,9 +203,10 @@ class CellError:
     source: str = ""
 
     def __str__(self) -> str:
-        where = f"cell {self.cell}" + (f" ({self.source})" if self.source else "")
+        where = (_("cell {cell} ({source})") if self.source else _("cell {cell}")).format(cell=self.cell,
+                                                                                          source=self.source)
         sep = " " if self.evalue.startswith("(") else ": " if self.evalue else ""
-        return f"{where} raised {self.ename}{sep}{self.evalue}"
+        return _("{where} raised {error}").format(where=where, error=f"{self.ename}{sep}{self.evalue}")
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,8 @@ class NotebookGrade:
             system's randomness unless given; sent to the kernel only after the function is
             compiled). Grading again with the same `seed` and `draw_seed` draws the same inputs.
         retries: why each earlier try of this notebook stopped (the machine, not the notebook).
+        language: the language of its feedback (its metadata's ``scalelib.language``, one of
+            :data:`~scalelib.course.i18n.LANGUAGES`, else English).
     """
 
     notebook: str
@@ -245,6 +249,7 @@ class NotebookGrade:
     seconds: float = 0.0
     draw_seed: int | None = None
     retries: tuple[str, ...] = ()
+    language: str = "en"
 
     @property
     def points(self) -> float:
@@ -272,7 +277,7 @@ class NotebookGrade:
             "cell_errors": [asdict(c) for c in self.cell_errors],
             "ignored": list(self.ignored), "flags": list(self.flags),
             "seed": self.seed, "seconds": round(self.seconds, 3),
-            "draw_seed": self.draw_seed, "retries": list(self.retries),
+            "draw_seed": self.draw_seed, "retries": list(self.retries), "language": self.language,
         }
 
 
@@ -291,6 +296,7 @@ class Submission:
     chapter: int | None = None
     chapter_note: str | None = None  # why the chapter could not be told
     flags: list[str] = field(default_factory=list)
+    language: str = "en"  # the feedback's language: the metadata's scalelib.language if one of LANGUAGES
 
 
 def _source(cell) -> str:
@@ -415,6 +421,7 @@ def load(path, *, learner: str | None = None) -> Submission:
     sub.nb, sub.flags = _sanitize(raw)
     meta = sub.nb.metadata.get("scalelib")
     meta = meta if isinstance(meta, dict) else {}
+    sub.language = trusted_language(meta.get("language"))
     learner = meta.get("learner")
     if isinstance(learner, str) and learner.strip() and " ".join(learner.split())[:100] != sub.learner:
         sub.flags.append(f"its metadata names the learner {_clean(' '.join(learner.split())[:100])!r}; "
@@ -553,7 +560,7 @@ def _relabel(case: dict, rng: random.Random) -> dict:
     rename = dict(zip(letters, pool))
     out = dict(case)
     for k in specs:
-        ins, _, result = case[k].partition("->")
+        ins, _arrow, result = case[k].partition("->")
         operands = ["".join(rename[ch] for ch in op) for op in ins.split(",")]
         out[k] = ",".join(operands) + "->" + "".join(rename[ch] for ch in result)
     for k in sized:
@@ -792,7 +799,7 @@ async def _execute(sub: Submission, ids: tuple[str, ...], limits: Limits, seed: 
     if not code:
         return run
     with Sandbox(limits.memory_bytes, limits.max_output_bytes, cpu_seconds=limits.notebook_timeout_s + 60,
-                 home_bytes=limits.home_bytes, unsafe=limits.unsafe) as box:
+                 home_bytes=limits.home_bytes, unsafe=limits.unsafe, language=trusted_language(sub.language)) as box:
         if not box.isolated:
             run.flags.append(_unsafe_flag(box.run_as))
         nbformat.write(nb, str(box.inbox / (sub.path.stem[:100] + ".ipynb")))
@@ -857,7 +864,7 @@ def second_draw_seeds(exercise_id: str, count: int, draw_seed: int) -> list[int]
     True
     """
     rng = random.Random(f"{int(draw_seed)}:{exercise_id}:second draw")
-    return [rng.randrange(10**6, 10**9) for _ in range(count)]
+    return [rng.randrange(10**6, 10**9) for _i in range(count)]
 
 
 async def _call_function(client, eid: str, cases: tuple, index: int, number: int, deadline: float, limits: Limits,
@@ -881,18 +888,18 @@ async def _call_function(client, eid: str, cases: tuple, index: int, number: int
         source = (f'__import__("scalelib.course.record", fromlist=["{phase}"]).{phase}('
                   f'{eid!r}, {argument!r}, {per_call!r})')
         try:
-            records, _ = await _helper(client, source, index, limit, "calls")
+            records, _cell = await _helper(client, source, index, limit, "calls")
         except CellTimeoutError as err:
             if "IOPub" in str(err) and await _output_lost(client) is not True:
-                return (cases, None, "the machine was too busy"), None, _silence(
+                return (cases, None, N_("the machine was too busy")), None, _silence(
                     f"while the grader called the function that answers {eid} (after cell {number})")
-            return ((cases, None, "the calls did not finish in time"),
-                    f"calling the function that answers {eid} (after cell {number}) did not finish within "
-                    f"{fmt(limit, 's')}; the cells after it were not run", None)
+            return ((cases, None, N_("the calls did not finish in time")),
+                    _("calling the function that answers {eid} (after cell {cell}) did not finish within {limit}; the "
+                      "cells after it were not run").format(eid=eid, cell=number, limit=fmt(limit, "s")), None)
         except DeadKernelError:
-            return ((cases, None, "the kernel died while calling it"),
-                    f"the kernel died while calling the function that answers {eid} (after cell {number}); the "
-                    f"cells after it were not run", None)
+            return ((cases, None, N_("the kernel died while calling it")),
+                    _("the kernel died while calling the function that answers {eid} (after cell {cell}); the cells "
+                      "after it were not run").format(eid=eid, cell=number), None)
         record = records[-1] if records and isinstance(records[-1], dict) else {}
         if phase != "call_recorded_jax_second":
             results = record.get("results")
@@ -928,7 +935,7 @@ def _merge_second_draws(results, second, seeds: list[int]):
 async def _run_cells(client, box, nb, code, ids, limits, seed, draw_seed, run, CellTimeoutError, DeadKernelError):
     deadline = time.monotonic() + limits.notebook_timeout_s
     try:  # no cell of the notebook has run yet: whatever stops this is the machine's doing
-        records, _ = await _helper(client, '__import__("scalelib.course.sandbox", fromlist=["probe"]).probe()',
+        records, _cell = await _helper(client, '__import__("scalelib.course.sandbox", fromlist=["probe"]).probe()',
                                    code[0], STARTUP_TIMEOUT_S, "probe")
     except CellTimeoutError as err:
         run.machine = (_silence("after the grader's first request") if "IOPub" in str(err) else
@@ -952,8 +959,8 @@ async def _run_cells(client, box, nb, code, ids, limits, seed, draw_seed, run, C
         cell = nb.cells[index]
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            run.error = (f"the notebook ran past its limit of {fmt(limits.notebook_timeout_s, 's')} before cell "
-                         f"{number}; the cells from there on were not run")
+            run.error = _("the notebook ran past its limit of {limit} before cell {cell}; the cells from there on "
+                          "were not run").format(limit=fmt(limits.notebook_timeout_s, "s"), cell=number)
             return
         limit = min(limits.cell_timeout_s, remaining)
         by_notebook = remaining < limits.cell_timeout_s
@@ -968,17 +975,18 @@ async def _run_cells(client, box, nb, code, ids, limits, seed, draw_seed, run, C
                 if await _output_lost(client) is not True:
                     run.machine = _silence(f"after cell {number} replied")
                     return
-                run.error = (f"the kernel's output channel broke in cell {number} (a message over the size limit?); "
-                             f"the cells after it were not run")
+                run.error = _("the kernel's output channel broke in cell {cell} (a message over the size limit?); the "
+                              "cells after it were not run").format(cell=number)
                 return
-            run.error = (f"the notebook ran past its limit of {fmt(limits.notebook_timeout_s, 's')} in cell {number}"
-                         if by_notebook else
-                         f"cell {number} did not finish within {fmt(limits.cell_timeout_s, 's')}") + \
-                "; the cells after it were not run"
+            run.error = (_("the notebook ran past its limit of {limit} in cell {cell}; the cells after it were not "
+                           "run").format(limit=fmt(limits.notebook_timeout_s, "s"), cell=number) if by_notebook else
+                         _("cell {cell} did not finish within {limit}; the cells after it were not run").format(
+                             cell=number, limit=fmt(limits.cell_timeout_s, "s")))
             return
         except DeadKernelError:
             run.answers.extend((number, r) for r in client.records)
-            run.error = f"the kernel died while running cell {number} ({box.death()}); the cells after it were not run"
+            run.error = _("the kernel died while running cell {cell} ({cause}); the cells after it were not run").format(
+                cell=number, cause=box.death())
             return
         answers = list(client.records)
         client.records = []
@@ -1016,10 +1024,12 @@ _JAX_RESULTS = _CALL_RESULTS + ("unavailable",)
 
 def _expected(exercise) -> str:
     if exercise.kind == "choice":
-        return "one of " + ", ".join(map(repr, exercise.choices))
+        return _("one of {choices}").format(choices=", ".join(map(repr, exercise.choices)))
     if exercise.kind in ("function", "jax"):
-        return "a function"
-    return "a number" + (f" in {exercise.unit}" if exercise.unit else "") + " (or a list of numbers)"
+        return _("a function")
+    if exercise.unit:
+        return _("a number in {unit} (or a list of numbers)").format(unit=exercise.unit)
+    return _("a number (or a list of numbers)")
 
 
 def _unreadable_value(answer: dict):
@@ -1074,9 +1084,10 @@ def _judge_jax(exercise, answer: dict) -> Verdict:
     eid = exercise.id
     calls = answer.get("_calls")
     if not calls or calls[1] is None:
-        why = calls[2] if calls else "it was never called"
-        return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your function could not be run on the test cases ({why}).")
-    cases, results, _ = calls
+        why = calls[2] if calls else N_("it was never called")
+        return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: your function could not be run on the test cases "
+                                         "({why}).").format(eid=eid, why=translate(why)))
+    cases, results, _why = calls
     if not isinstance(results, list) or len(results) != len(cases):
         raise _Malformed("run results that do not match the cases")
     for result in results:  # every result readable, before the checker sees any
@@ -1099,20 +1110,22 @@ def judge(exercise_id: str, answer: dict) -> tuple[Verdict, str | None]:
     try:
         if kind == "unreadable":
             what = f"{answer.get('type', 'object')} {str(answer.get('repr', ''))[:120]}"
-            return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected {_expected(exercise)}, got {what}; "
-                                           f"it could not be read ({str(answer.get('error', ''))[:200]})."), None
+            return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: expected {expected}, got {what}; it could not be "
+                                             "read ({error}).").format(eid=eid, expected=_expected(exercise),
+                                                                       what=what,
+                                                                       error=str(answer.get("error", ""))[:200])), None
         if kind == "function" and exercise.kind == "jax":
             return _judge_jax(exercise, answer), None
         if kind == "function":
             if exercise.kind != "function":
-                return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: expected {_expected(exercise)}, "
-                                               f"got a function."), None
+                return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: expected {expected}, got a function.").format(
+                    eid=eid, expected=_expected(exercise))), None
             calls = answer.get("_calls")
             if not calls or calls[1] is None:
-                why = calls[2] if calls else "it was never called"
-                return Verdict(eid, INCORRECT, f"❌ Exercise {eid}: your function could not be run on the "
-                                               f"test cases ({why})."), None
-            cases, results, _ = calls
+                why = calls[2] if calls else N_("it was never called")
+                return Verdict(eid, INCORRECT, _("❌ Exercise {eid}: your function could not be run on the test "
+                                                 "cases ({why}).").format(eid=eid, why=translate(why))), None
+            cases, results, _why = calls
             if not isinstance(results, list) or len(results) != len(cases):
                 raise _Malformed("call results that do not match the cases")
             for result in results:  # every result readable, before the checker sees any
@@ -1126,12 +1139,12 @@ def judge(exercise_id: str, answer: dict) -> tuple[Verdict, str | None]:
             return verdict(eid, _stand_in(calls), cases=list(cases)), None
         return verdict(eid, _decode(answer)), None
     except _Malformed as err:
-        return (Verdict(eid, INCORRECT, f"❌ Exercise {eid}: the recorded answer is malformed ({err}); "
-                                        f"was it written by hand?"),
+        return (Verdict(eid, INCORRECT, _("❌ Exercise {eid}: the recorded answer is malformed ({error}); was it "
+                                          "written by hand?").format(eid=eid, error=err)),
                 f"exercise {eid}: a malformed answer record ({err}); sl.check does not write those")
     except Exception as err:  # noqa: BLE001 - a checker bug must not cost the learner the whole notebook
-        return (Verdict(eid, INCORRECT, f"❌ Exercise {eid}: the answer could not be judged "
-                                        f"({type(err).__name__}: {_one_line(err)})."),
+        return (Verdict(eid, INCORRECT, _("❌ Exercise {eid}: the answer could not be judged ({error}).").format(
+                    eid=eid, error=f"{type(err).__name__}: {_one_line(err)}")),
                 f"exercise {eid}: the checker failed on this answer ({type(err).__name__}); please look")
 
 
@@ -1155,9 +1168,10 @@ def _judge_for_brief(sub: Submission, eid: str, payload: dict, seen: set[str]) -
             seen.add(name)
             flag = (f"the capstone was worked for the brief of {name!r}, not of this submission's learner "
                     f"{sub.learner!r}; nothing worked on another's brief is credited")
-        return (Verdict(eid, INCORRECT, f"❌ Exercise {eid}: this answer was worked for the brief of {name!r}, "
-                                        f"but this notebook is {sub.learner!r}'s: make your own brief with your "
-                                        f"name (as on the roster) and work it."), flag)
+        return (Verdict(eid, INCORRECT, _("❌ Exercise {eid}: this answer was worked for the brief of {name}, but "
+                                          "this notebook is {learner}'s: make your own brief with your name (as on "
+                                          "the roster) and work it.").format(eid=eid, name=repr(name),
+                                                                             learner=repr(sub.learner))), flag)
     with using(brief_for(name)):
         return judge(eid, payload)
 
@@ -1169,12 +1183,13 @@ def _grades(sub: Submission, ids: tuple[str, ...], run: _Run) -> tuple[list[Exer
     for number, payload in run.answers:
         eid = payload.get("exercise") if isinstance(payload, dict) else None
         if isinstance(payload, dict) and eid is None and "exercise_repr" in payload:
-            ignored.append(f"cell {number}: an exercise id that is not a string "
-                           f"({str(payload.get('exercise_repr'))[:40]}); write it as '1.10'")
+            ignored.append(_("cell {cell}: an exercise id that is not a string ({id}); write it as '1.10'").format(
+                cell=number, id=str(payload.get("exercise_repr"))[:40]))
         elif not isinstance(eid, str):
             flags.append(f"cell {number}: an answer record without an exercise id (written by hand?)")
         elif eid not in ids:
-            ignored.append(f"cell {number}: exercise {eid[:50]} is not one of chapter {sub.chapter}'s")
+            ignored.append(_("cell {cell}: exercise {eid} is not one of chapter {chapter}'s").format(
+                cell=number, eid=eid[:50], chapter=sub.chapter))
         else:
             last[eid] = (number, payload)
     grades = []
@@ -1182,7 +1197,8 @@ def _grades(sub: Submission, ids: tuple[str, ...], run: _Run) -> tuple[list[Exer
     for eid in ids:
         exercise = get_exercise(eid)
         if eid not in last:
-            grades.append(ExerciseGrade(eid, MISSING, f"Exercise {eid}: no check of it ran in the grading run.",
+            grades.append(ExerciseGrade(eid, MISSING, _("Exercise {eid}: no check of it ran in the grading "
+                                                        "run.").format(eid=eid),
                                         0.0, float(exercise.points)))
             continue
         number, payload = last[eid]
@@ -1208,6 +1224,14 @@ def _chapter_ids(chapter: int) -> tuple[str, ...]:
 
 def grade_submission(sub: Submission, limits: Limits | None = None, seed: int | None = None, *,
                      draw_seed: int | None = None) -> NotebookGrade:
+    """Grade one :class:`Submission` (see :func:`load`), its feedback in its language; never raises for anything
+    in the notebook (see :func:`_grade_submission`)."""
+    with using_language(trusted_language(sub.language)):
+        return _grade_submission(sub, limits, seed, draw_seed=draw_seed)
+
+
+def _grade_submission(sub: Submission, limits: Limits | None = None, seed: int | None = None, *,
+                      draw_seed: int | None = None) -> NotebookGrade:
     """Grade one :class:`Submission` (see :func:`load`); never raises for anything in the notebook.
 
     A try that the machine stopped (the kernel could not start, the grader's own requests or the
@@ -1220,7 +1244,7 @@ def grade_submission(sub: Submission, limits: Limits | None = None, seed: int | 
     draw_seed = new_seed() if draw_seed is None else draw_seed
     start = time.monotonic()
     base = NotebookGrade(str(sub.path), sub.learner, sub.chapter, seed=seed, flags=tuple(sub.flags),
-                         draw_seed=draw_seed)
+                         draw_seed=draw_seed, language=trusted_language(sub.language))
     ids = _chapter_ids(sub.chapter) if sub.chapter is not None else ()
     if sub.chapter is None or not ids:
         why = sub.chapter_note or f"chapter {sub.chapter} has no registered exercises"
@@ -1228,7 +1252,7 @@ def grade_submission(sub: Submission, limits: Limits | None = None, seed: int | 
         return replace(base, status=status, error=sub.error or f"chapter unknown: {why}",
                        seconds=time.monotonic() - start)
     if sub.error:
-        grades, _, _ = _grades(sub, ids, _Run())
+        grades, _ignored, _flags = _grades(sub, ids, _Run())
         return replace(base, status=FAILED, exercises=tuple(grades), error=sub.error,
                        seconds=time.monotonic() - start)
     from jupyter_core.utils import run_sync
@@ -1393,7 +1417,7 @@ def _grade_entry(entry: Submission, limits: Limits, seed: int, draw_seed: int, c
         if sub.chapter_note and sub.chapter_note.startswith(WRONG_CHAPTER):
             return NotebookGrade(str(sub.path), sub.learner, sub.chapter, WRONG_CHAPTER,
                                  error=sub.chapter_note[len(WRONG_CHAPTER) + 2:], seed=seed, draw_seed=draw_seed,
-                                 flags=tuple(sub.flags))
+                                 flags=tuple(sub.flags), language=trusted_language(sub.language))
         return grade_submission(sub, limits, seed, draw_seed=draw_seed)
     except Exception as err:  # noqa: BLE001 - a grader bug on one notebook leaves the others graded
         return NotebookGrade(str(entry.path), entry.learner, entry.chapter, FAILED,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .._errors import InvalidValueError
 from .._units import fmt
+from .i18n import N_, _, translate, trusted_language, using_language
 from .verdict import CORRECT, INCORRECT, NOT_ATTEMPTED
 
 # The grades it reads (``Limits``, ``NotebookGrade``, ``Submission``) are :mod:`scalelib.course.grade`'s; their
@@ -113,7 +114,7 @@ class Gradebook:
         writer.writerow(["Student", *_CANVAS_COLUMNS, _text_cell(assignment.strip())])
         writer.writerow(["Points Possible", "", "", "", "",
                          _points(max((g.max_points for g in self.grades), default=0))])
-        left_out = {id(g) for g, _ in self.canvas_left_out()}
+        left_out = {id(g) for g, _why in self.canvas_left_out()}
         for g in self.grades:
             if id(g) in left_out:
                 continue
@@ -343,28 +344,51 @@ def report_block(g: NotebookGrade) -> str:
 
 _ICONS = {CORRECT: "✅", INCORRECT: "❌", NOT_ATTEMPTED: "⬜", MISSING: "⬜"}
 
+#: The statuses as a learner reads them (the gradebook's files keep the English ones, which programs read).
+STATUS_NAMES = (N_("correct"), N_("incorrect"), N_("not attempted"), N_("missing"), N_("graded"), N_("failed"),
+                N_("chapter unknown"), N_("wrong chapter"), N_("not graded: retry"))
+
 
 def feedback(g: NotebookGrade) -> str:
-    """The learner's short Markdown feedback: each exercise's status and the grader's message."""
+    """The learner's short Markdown feedback, in the notebook's language: each exercise's status and the grader's
+    message."""
+    with using_language(trusted_language(getattr(g, "language", "en"))):
+        return _feedback(g)
+
+
+def _feedback(g: NotebookGrade) -> str:
     e_ = escape_controls
-    title = f"Chapter {g.chapter}" if g.chapter is not None else "Feedback"
-    lines = [f"# {title}: feedback for {e_(g.learner)}", "",
-             f"Notebook `{e_(Path(g.notebook).name).replace('`', chr(39))}`: {e_(g.status)}"
-             + (f", {_points(g.points)}/{_points(g.max_points)} points." if g.exercises else "."), ""]
-    if g.error:
-        lines += [f"**{'The grading run stopped' if g.exercises else 'Not graded'}:** {e_(g.error)}", ""]
+
+    def status(s: str) -> str:
+        return e_(translate(s))
+
+    notebook = e_(Path(g.notebook).name).replace("`", chr(39))
+    if g.chapter is not None:
+        title = _("# Chapter {chapter}: feedback for {learner}").format(chapter=g.chapter, learner=e_(g.learner))
+    else:
+        title = _("# Feedback: feedback for {learner}").format(learner=e_(g.learner))
     if g.exercises:
-        lines += ["| Exercise | Status | Points |", "|---|---|---|"]
-        lines += [f"| {e_(e.exercise)} | {_ICONS.get(e.status, '')} {e_(e.status)} | {_points(e.points)}/"
+        head = _("Notebook `{notebook}`: {status}, {points}/{max_points} points.").format(
+            notebook=notebook, status=status(g.status), points=_points(g.points), max_points=_points(g.max_points))
+    else:
+        head = _("Notebook `{notebook}`: {status}.").format(notebook=notebook, status=status(g.status))
+    lines = [title, "", head, ""]
+    if g.error:
+        stopped = _("**The grading run stopped:** {error}") if g.exercises else _("**Not graded:** {error}")
+        lines += [stopped.format(error=e_(g.error)), ""]
+    if g.exercises:
+        lines += [_("| Exercise | Status | Points |"), "|---|---|---|"]
+        lines += [f"| {e_(e.exercise)} | {_ICONS.get(e.status, '')} {status(e.status)} | {_points(e.points)}/"
                   f"{_points(e.max_points)} |" for e in g.exercises]
         lines.append("")
         for e in g.exercises:
-            message = escape_controls(e.message.strip() or e.status, keep="\n")
-            lines += [f"## Exercise {e_(e.exercise)}: {e_(e.status)}", "", *_fenced(message), ""]
+            message = escape_controls(e.message.strip() or translate(e.status), keep="\n")
+            lines += [_("## Exercise {eid}: {status}").format(eid=e_(e.exercise), status=status(e.status)), "",
+                      *_fenced(message), ""]
     if g.cell_errors:
-        lines += ["## Cells that raised", ""] + [f"- {e_(c)}" for c in g.cell_errors] + [""]
+        lines += [_("## Cells that raised"), ""] + [f"- {e_(c)}" for c in g.cell_errors] + [""]
     if g.ignored:
-        lines += ["## Answers that did not count", ""] + [f"- {e_(i)}" for i in g.ignored] + [""]
+        lines += [_("## Answers that did not count"), ""] + [f"- {e_(i)}" for i in g.ignored] + [""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -510,7 +534,7 @@ class Roster:
                     best.append((2 * len(key) + bonus, index))
         if not best:
             return None, "its path matches no row's notebook" + (" or ID" if self._ids else "")
-        top = max(score for score, _ in best)
+        top = max(score for score, _item in best)
         rows = sorted({index for score, index in best if score == top})
         if len(rows) > 1:
             return None, "it matches the rows of " + " and ".join(repr(self.rows[i]["learner"]) for i in rows)

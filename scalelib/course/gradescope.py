@@ -230,6 +230,7 @@ def results(book, seconds: float, *, note: str = "", extra: tuple[str, ...] = ()
     """
     from .gradebook import MISSING, NOT_GRADED, escape_controls
     from .grade import UNSAFE_FLAG
+    from .i18n import _, translate, trusted_language, using_language
 
     if any(g.status == NOT_GRADED for g in book.grades):
         raise InvalidValueError("a notebook the machine kept from being graded (status 'not graded: retry') has "
@@ -240,32 +241,38 @@ def results(book, seconds: float, *, note: str = "", extra: tuple[str, ...] = ()
     hidden: list[str] = [note] if note else []
     score = 0.0
     grades = list(book.grades)[:1]
+    language = trusted_language(getattr(grades[0], "language", "en")) if grades else "en"
     for g in grades:
         name = escape_controls(Path(g.notebook).name)
-        for e in g.exercises:
-            message = escape_controls(e.message.strip() or e.status, keep="\n")
-            tests.append({"name": f"Exercise {escape_controls(e.exercise)}", "number": escape_controls(e.exercise),
-                          "score": e.points, "max_score": e.max_points,
-                          "status": "passed" if e.points >= e.max_points else "failed",
-                          "output": message if e.status != MISSING else f"Exercise {e.exercise}: not answered.",
-                          "visibility": "visible"})
+        with using_language(language):
+            for e in g.exercises:
+                message = escape_controls(e.message.strip() or translate(e.status), keep="\n")
+                missing = _("Exercise {eid}: not answered.").format(eid=e.exercise)
+                tests.append({"name": _("Exercise {eid}").format(eid=escape_controls(e.exercise)),
+                              "number": escape_controls(e.exercise),
+                              "score": e.points, "max_score": e.max_points,
+                              "status": "passed" if e.points >= e.max_points else "failed",
+                              "output": message if e.status != MISSING else missing,
+                              "visibility": "visible"})
+            line = _("Graded {name}: {points} of {max_points} points.").format(
+                name=name, points=f"{g.points:g}", max_points=f"{g.max_points:g}")
+            if g.error:
+                line += "\n" + _("The grading run stopped: {error}").format(error=escape_controls(g.error))
+            visible.append(line)
+            visible += [escape_controls(str(c)) for c in g.cell_errors]  # the learner's own cells' errors
         score += g.points
-        line = f"Graded {name}: {g.points:g} of {g.max_points:g} points."
-        if g.error:
-            line += f"\nThe grading run stopped: {escape_controls(g.error)}"
-        visible.append(line)
-        visible += [escape_controls(str(c)) for c in g.cell_errors]  # the learner's own cells' errors
         visible += [escape_controls(i) for i in g.ignored]
         flags = [f for f in g.flags if not f.startswith(UNSAFE_FLAG.split(":")[0])]  # the note says it
         hidden += [f"flag: {escape_controls(f)}" for f in flags]
         hidden.append(f"learner {escape_controls(g.learner)!s}; status {g.status}; seed {g.seed}")
     if extra:
-        visible.append("Only one notebook per submission is graded. Not graded: "
-                       + ", ".join(escape_controls(p.name) for p in extra) + ".")
+        with using_language(language):
+            visible.append(_("Only one notebook per submission is graded. Not graded: {names}.").format(
+                names=", ".join(escape_controls(p.name) for p in extra)))
         hidden.append("other notebooks in the submission (not graded): "
                       + ", ".join(escape_controls(str(p)) for p in extra))
     if not grades:
-        visible.append("No notebook (.ipynb) was found in the submission.")
+        visible.append(_("No notebook (.ipynb) was found in the submission."))
     if max_score is not None:
         score = min(score, max_score)
     tests.append({"name": "Notes for the instructor", "score": 0.0, "max_score": 0.0, "status": "passed",
@@ -295,6 +302,7 @@ def run(root="/autograder", chapter: int | None = None, *, timeout_s: float = 12
     from .check import get_exercise, exercises
     from .gradebook import NOT_GRADED, Gradebook, Roster, json_text
     from .grade import Limits, grade
+    from .i18n import _
     from .sandbox import KERNEL_USER_ENV, fallback_user, isolation
 
     root = Path(root)
@@ -335,7 +343,7 @@ def run(root="/autograder", chapter: int | None = None, *, timeout_s: float = 12
     except Exception:  # noqa: BLE001 - the student gets a result, the instructor the traceback (stdout is hidden)
         traceback.print_exc()
         data = {"score": 0.0, "execution_time": round(time.monotonic() - start, 1),
-                "output": "The autograder failed on this submission; your instructor can see why.",
+                "output": _("The autograder failed on this submission; your instructor can see why."),
                 "visibility": "visible", "stdout_visibility": "hidden", "tests": []}
     out = root / "results"
     out.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,7 @@ from .._errors import InvalidValueError
 from .._jax_bridge import KINDS, _arrays, parse_collectives
 from .._jax_collectives import input_values
 from .._units import fmt
+from .i18n import N_, _, translate
 from .verdict import CORRECT, INCORRECT, NOT_ATTEMPTED, Malformed, Verdict, cut as _cut, decode
 
 #: What a call of the learner's function in the kernel can come to.
@@ -111,7 +112,7 @@ def label(case) -> str:
     mesh = ", ".join(f"{a}={n}" for a, n in case["mesh"].items())
     values = [f"{d}={n}" for d, n in case["sizes"].items()] + [f"{k}={v!r}" for k, v in
                                                                (case.get("kwargs") or {}).items()]
-    return f"on mesh {mesh} with {', '.join(values)}"
+    return _("on mesh {mesh} with {values}").format(mesh=mesh, values=", ".join(values))
 
 
 def draw_cases(cases, rng: random.Random) -> list[dict]:
@@ -142,8 +143,10 @@ def draw_cases(cases, rng: random.Random) -> list[dict]:
 
 
 def _collective_text(c) -> str:
-    over = "no axis" if c.axes == () else "".join(c.axes) if c.axes else "devices that form no mesh axis"
-    return f"{'an' if c.kind[0] in 'a' else 'a'} {c.kind} over {over} ({fmt(c.nbytes, 'B')} per device)"
+    over = _("no axis") if c.axes == () else "".join(c.axes) if c.axes else _("devices that form no mesh axis")
+    template = (_("an {kind} over {over} ({bytes} per device)") if c.kind[0] in "a" else
+                _("a {kind} over {over} ({bytes} per device)"))
+    return template.format(kind=c.kind, over=over, bytes=fmt(c.nbytes, "B"))
 
 
 def _limit(value, case) -> float:
@@ -175,55 +178,64 @@ def rule_problem(rule: CollectiveRule | None, case, hlo: str, replicated) -> str
     if rule is None:
         return None
     found = parse_collectives(hlo, mesh=case["mesh"])
-    why = f" {rule.why}" if rule.why else ""
+    why = f" {translate(rule.why)}" if rule.why else ""
     for c in found:
         if c.kind in rule.forbidden() and (rule.over is None or (c.axes and set(c.axes) & set(rule.over))):
-            asked = "no communication" if "any" in rule.forbid else f"no {c.kind}"
-            if rule.over is not None:
-                asked += f" over {' or '.join(rule.over)}"
-            return f"your compiled program has {_collective_text(c)}; this exercise asks for {asked}.{why}"
+            if rule.over is None:
+                asked = _("no communication") if "any" in rule.forbid else _("no {kind}").format(kind=c.kind)
+            else:
+                asked = (_("no communication over {axes}") if "any" in rule.forbid else
+                         _("no {kind} over {axes}")).format(kind=c.kind, axes=" or ".join(rule.over))
+            return _("your compiled program has {collective}; this exercise asks for {asked}.").format(
+                collective=_collective_text(c), asked=asked) + why
     for kind in rule.require:
         if not any(c.kind == kind for c in found):
-            has = ", ".join(sorted({c.kind for c in found})) or "no collective at all"
-            return f"your compiled program has no {kind} (it has {has}); this exercise asks for one.{why}"
+            has = ", ".join(sorted({c.kind for c in found})) or _("no collective at all")
+            return _("your compiled program has no {kind} (it has {has}); this exercise asks for one.").format(
+                kind=kind, has=has) + why
     for kind, limit in rule.max_bytes.items():
         most = _limit(limit, case)
         for c in found:
             if c.kind == kind and c.nbytes > most * (1 + 1e-9):
-                return (f"your compiled program has {_collective_text(c)}, more than this exercise lets one {kind} "
-                        f"move ({fmt(most, 'B')}).{why}")
+                return _("your compiled program has {collective}, more than this exercise lets one {kind} move "
+                         "({limit}).").format(collective=_collective_text(c), kind=kind, limit=fmt(most, "B")) + why
     if rule.max_values is not None:
         most = _limit(rule.max_values, case)
         arrays = [(dt, dims) for dt, dims in _arrays(hlo)]
         if arrays:
             dt, dims = max(arrays, key=lambda a: math.prod(a[1]))
             if math.prod(dims) > most:
-                return (f"your compiled program builds an array {dt}[{','.join(map(str, dims))}] of "
-                        f"{math.prod(dims):,} values on a device, more than this exercise allows "
-                        f"({int(most):,}).{why}")
+                return _("your compiled program builds an array {array} of {count} values on a device, more than "
+                         "this exercise allows ({limit}).").format(array=f"{dt}[{','.join(map(str, dims))}]",
+                                                                  count=f"{math.prod(dims):,}",
+                                                                  limit=f"{int(most):,}") + why
     if rule.both_ways:
         permutes = [c for c in found if c.kind == "collective-permute"]
         moves = set().union(*(_directions(c, case["mesh"]) for c in permutes)) if permutes else set()
-        if not any((axis, +1) in moves and (axis, -1) in moves for axis, _ in moves):
-            return f"your compiled program sends its blocks one way round the ring only.{why}"
+        if not any((axis, +1) in moves and (axis, -1) in moves for axis, _step in moves):
+            return _("your compiled program sends its blocks one way round the ring only.") + why
     if rule.replicated and replicated is False:
-        return f"your function's result is split over the devices; this exercise asks for it whole on every device.{why}"
+        return _("your function's result is split over the devices; this exercise asks for it whole on every "
+                 "device.") + why
     return None
 
 
 def _summary(case, hlo: str) -> str:
     found = parse_collectives(hlo, mesh=case["mesh"])
     if not found:
-        return "has no collectives"
+        return _("has no collectives")
     kinds = sorted({(c.kind, "".join(c.axes) if c.axes else "?") for c in found})
-    return "communicates by " + ", ".join(f"{k} over {a}" for k, a in kinds)
+    return _("communicates by {collectives}").format(
+        collectives=", ".join(_("{kind} over {axes}").format(kind=k, axes=a) for k, a in kinds))
 
 
 def _entries(n_bad: int, n: int) -> str:
     if n_bad == n:
-        return "every entry" if n > 1 else "its one entry"
+        return _("every entry") if n > 1 else _("its one entry")
     share = n_bad / n
-    return f"{n_bad:,} of {n:,} entries ({share:.0%})" if share >= 0.01 else f"{n_bad:,} of {n:,} entries"
+    if share >= 0.01:
+        return _("{bad} of {count} entries ({share})").format(bad=f"{n_bad:,}", count=f"{n:,}", share=f"{share:.0%}")
+    return _("{bad} of {count} entries").format(bad=f"{n_bad:,}", count=f"{n:,}")
 
 
 def _close(got: np.ndarray, want: np.ndarray, rtol: float) -> np.ndarray:
@@ -240,16 +252,17 @@ def value_problem(exercise, got, want, apply=None) -> tuple[str | None, str | No
     want = np.asarray(want, dtype=float)
     got = np.asarray(got, dtype=float)
     if got.shape != want.shape:
-        return (f"your function returned an array of shape {tuple(got.shape)}, and the unsharded result has "
-                f"shape {tuple(want.shape)}", None)
+        return (_("your function returned an array of shape {shape}, and the unsharded result has shape "
+                  "{expected}").format(shape=tuple(got.shape), expected=tuple(want.shape)), None)
     ok = _close(got, want, exercise.rtol)
     if np.all(ok):
         return None, None
-    text = f"your values differ from the unsharded result on {_entries(int(np.sum(~ok)), ok.size)}"
+    text = _("your values differ from the unsharded result on {entries}").format(
+        entries=_entries(int(np.sum(~ok)), ok.size))
     if not np.all(np.isfinite(got)):
-        return text + " (some are NaN or infinite)", None
+        return _("{problem} (some are NaN or infinite)").format(problem=text), None
     if np.all(_close(got, -want, exercise.rtol)):
-        return text, "every value has the wrong sign"
+        return text, N_("every value has the wrong sign")
     for ratio, why in exercise.mistakes.items():
         if not isinstance(ratio, tuple) and np.all(_close(got, ratio * want, exercise.rtol)):
             return text, why
@@ -258,7 +271,7 @@ def value_problem(exercise, got, want, apply=None) -> tuple[str | None, str | No
         if slipped.shape == got.shape and np.all(_close(got, slipped, exercise.rtol)):
             return text, why
     if np.all(_close(np.sort(got, axis=None), np.sort(want, axis=None), exercise.rtol)):
-        return text, "the right values, in the wrong places (check which block goes where)"
+        return text, N_("the right values, in the wrong places (check which block goes where)")
     return text, None
 
 
@@ -266,15 +279,16 @@ def _decode_output(answer):
     """The learner's output as an array, or a text saying what it was instead."""
     kind = answer.get("kind") if isinstance(answer, dict) else None
     if kind == "unreadable":
-        return None, (f"your function returned {str(answer.get('type', 'an object'))[:60]} "
-                      f"{str(answer.get('repr', ''))[:80]}, which cannot be read as an array of numbers "
-                      f"({str(answer.get('error', ''))[:120]})")
+        return None, _("your function returned {type} {repr}, which cannot be read as an array of numbers "
+                       "({error})").format(type=str(answer.get("type", "an object"))[:60],
+                                           repr=str(answer.get("repr", ""))[:80],
+                                           error=str(answer.get("error", ""))[:120])
     if kind == "function":
-        return None, "your function returned a function, not an array"
+        return None, _("your function returned a function, not an array")
     if kind == "text":
-        return None, "your function returned a string, not an array"
+        return None, _("your function returned a string, not an array")
     if kind == "none":
-        return None, "your function returned None; did it forget `return`?"
+        return None, _("your function returned None; did it forget `return`?")
     try:
         return np.asarray(decode(answer), dtype=float), None
     except Malformed as err:
@@ -326,45 +340,54 @@ def judge_case(exercise, case, result, reference) -> tuple[str, str | None, str 
     where = label(case)
     kind = result.get("result") if isinstance(result, dict) else None
     if kind == "not implemented":
-        return NOT_ATTEMPTED, f"⬜ Exercise {eid}: not attempted (your function still raises NotImplementedError).", None
+        return NOT_ATTEMPTED, _("⬜ Exercise {eid}: not attempted (your function still raises "
+                                "NotImplementedError).").format(eid=eid), None
     if kind == "unavailable":
-        return INCORRECT, (f"❌ Exercise {eid}: your function could not be run {where}: "
-                           f"{_cut(result.get('message', ''), 240)}"), None
+        return INCORRECT, _("❌ Exercise {eid}: your function could not be run {where}: {message}").format(
+            eid=eid, where=where, message=_cut(result.get("message", ""), 240)), None
     if kind == "error":
-        return INCORRECT, (f"❌ Exercise {eid}: your function raised {_cut(result.get('type', 'an error'), 60)}: "
-                           f"{_cut(result.get('message', ''), 240).rstrip('.')} ({where})."), None
+        return INCORRECT, _("❌ Exercise {eid}: your function raised {error}: {message} ({where}).").format(
+            eid=eid, error=_cut(result.get("type", "an error"), 60),
+            message=_cut(result.get("message", ""), 240).rstrip("."), where=where), None
     if kind == "timeout":
-        return INCORRECT, (f"❌ Exercise {eid}: your function did not finish within "
-                           f"{fmt(float(result.get('limit_s', 0)), 's')} {where}."), None
+        return INCORRECT, _("❌ Exercise {eid}: your function did not finish within {limit} {where}.").format(
+            eid=eid, limit=fmt(float(result.get("limit_s", 0)), "s"), where=where), None
     if kind == "none":
-        return INCORRECT, f"❌ Exercise {eid}: your function returned None {where}; did it forget `return`?", None
+        return INCORRECT, _("❌ Exercise {eid}: your function returned None {where}; did it forget "
+                            "`return`?").format(eid=eid, where=where), None
     got, why_not = _decode_output(result.get("answer"))
     if why_not:
-        return INCORRECT, f"❌ Exercise {eid}: {why_not} ({where}).", None
+        return INCORRECT, _("❌ Exercise {eid}: {problem} ({where}).").format(eid=eid, problem=why_not,
+                                                                             where=where), None
     callback = host_callback(str(result.get("hlo", "")))
     if callback:
-        return INCORRECT, (f"❌ Exercise {eid}: your compiled program calls back into Python on the host "
-                           f"({callback}) {where} and uses what it returns: jax.pure_callback and io_callback run "
-                           f"on the host, not the devices, so they cannot answer this exercise (jax.debug.print "
-                           f"may stay)."), None
+        return INCORRECT, _("❌ Exercise {eid}: your compiled program calls back into Python on the host "
+                            "({callback}) {where} and uses what it returns: jax.pure_callback and io_callback run "
+                            "on the host, not the devices, so they cannot answer this exercise (jax.debug.print "
+                            "may stay).").format(eid=eid, callback=callback, where=where), None
     seed2 = result.get("seed2")
     if isinstance(seed2, bool) or not isinstance(seed2, int) or "answer2" not in result:
-        return INCORRECT, f"❌ Exercise {eid}: your function was not run on a second draw of inputs {where}.", None
+        return INCORRECT, _("❌ Exercise {eid}: your function was not run on a second draw of inputs "
+                            "{where}.").format(eid=eid, where=where), None
     got2, why_not = _decode_output(result.get("answer2"))
     if why_not:
-        return INCORRECT, f"❌ Exercise {eid}: {why_not} ({where}, a second draw of inputs).", None
-    for seed, output, note in ((case["seed"], got, ""), (seed2, got2, " on a second draw of inputs")):
+        return INCORRECT, _("❌ Exercise {eid}: {problem} ({where}, a second draw of inputs).").format(
+            eid=eid, problem=why_not, where=where), None
+    for seed, output, second in ((case["seed"], got, False), (seed2, got2, True)):
         arrays = input_values(case["arrays"], case["sizes"], case["mesh"], seed=seed, integers=case.get("integers"))
         apply = lambda f, arrays=arrays: f(*arrays, mesh=dict(case["mesh"]), **dict(case.get("kwargs") or {}))  # noqa: E731
         problem, cause = value_problem(exercise, output, apply(reference), apply)
         if problem:
-            message = f"❌ Exercise {eid}: not quite {where}{note} — {problem}."
+            template = (_("❌ Exercise {eid}: not quite {where} on a second draw of inputs — {problem}.") if second
+                        else _("❌ Exercise {eid}: not quite {where} — {problem}."))
+            message = template.format(eid=eid, where=where, problem=problem)
             if cause:
-                message += f"\n   Likely cause: {cause}."
+                message += "\n   " + _("Likely cause: {cause}.").format(cause=translate(cause))
             return INCORRECT, message, cause
     trouble = rule_problem(exercise.rule, case, str(result.get("hlo", "")), result.get("replicated"))
     if trouble:
-        return INCORRECT, f"❌ Exercise {eid}: the values are right {where}, but {trouble}", None
+        return INCORRECT, _("❌ Exercise {eid}: the values are right {where}, but {problem}").format(
+            eid=eid, where=where, problem=trouble), None
     return CORRECT, None, None
 
 
@@ -378,12 +401,13 @@ def _judge_all(exercise, pairs, count: int) -> Verdict:
             return Verdict(exercise.id, status, message, None, cause)
         last, seen = (case, result), seen + 1
     if last is None or seen != count:
-        return Verdict(exercise.id, INCORRECT, f"❌ Exercise {exercise.id}: your function was not run on every case.")
+        return Verdict(exercise.id, INCORRECT, _("❌ Exercise {eid}: your function was not run on every "
+                                                 "case.").format(eid=exercise.id))
     summary = _summary(last[0], str(last[1].get("hlo", "")))
-    message = (f"✅ Exercise {exercise.id}: correct — your function matches the unsharded result on all "
-               f"{count} cases, and its compiled program {summary}.")
+    message = _("✅ Exercise {eid}: correct — your function matches the unsharded result on all {count} cases, and "
+                "its compiled program {summary}.").format(eid=exercise.id, count=count, summary=summary)
     if exercise.reason:
-        message += f"\n   {exercise.reason}"
+        message += f"\n   {translate(exercise.reason)}"
     return Verdict(exercise.id, CORRECT, message, 0.0)
 
 

@@ -72,6 +72,7 @@ import time
 from pathlib import Path
 
 from .._errors import ScalelibError
+from .i18n import LANGUAGE_ENV, trusted_language
 from .record import ANSWER_MIME, CALLS_MIME
 from .verdict import GRADING_ENV
 
@@ -381,6 +382,7 @@ def package_copy(destination: Path) -> Path:
         skip = {n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo"))}
         if Path(folder).resolve() == source / "course":
             skip.add("answer_key")
+            skip.add("locale")  # its catalogs translate the answer key's texts (a choice's reason among them)
         return skip
 
     target = destination / "scalelib"
@@ -433,6 +435,8 @@ class Sandbox:
             bubblewrap can size one; :attr:`home_limited` says whether it did), or None.
         unsafe: run the kernel without a namespace sandbox where none can be made
             (it then sees what the grader's user sees); otherwise :class:`SandboxUnavailable`.
+        language: the submission's language (one of :data:`~scalelib.course.i18n.LANGUAGES`), given to the
+            kernel as ``SCALELIB_LANG``.
 
     Files the grader puts in :attr:`inbox` before the kernel starts are copied into its home.
 
@@ -441,7 +445,8 @@ class Sandbox:
     """
 
     def __init__(self, memory_bytes: int | None, max_output_bytes: int, *, cpu_seconds: float | None = None,
-                 home_bytes: int | None = None, unsafe: bool = False):
+                 home_bytes: int | None = None, unsafe: bool = False, language: str = "en"):
+        self.language = trusted_language(language)
         self.memory_bytes = memory_bytes
         self.max_output_bytes = max_output_bytes
         self.cpu_seconds = cpu_seconds
@@ -612,6 +617,7 @@ class Sandbox:
             "LC_ALL": "C.UTF-8",
             "MPLBACKEND": "Agg",
             GRADING_ENV: "1",
+            LANGUAGE_ENV: self.language,
             "PYTHONPATH": str(self.lib),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
