@@ -373,6 +373,7 @@ def answer_key_units(chapter: int) -> list[Unit]:
         texts = [("title", exercise.title), ("reason", exercise.reason), ("formula", exercise.formula)]
         texts += [("hint", text) for text in exercise.mistakes.values()]
         texts += [("hint", text) for _, text in exercise.wrong]
+        texts += [("rule", getattr(exercise.rule, "why", ""))]
         units += [Unit(text, where, f"{kind} of exercise {exercise_id}") for kind, text in texts
                   if isinstance(text, str) and _has_prose(text)]
     return units
@@ -470,7 +471,30 @@ def update_catalogs(root=".", check: bool = False) -> list[Drift]:
             if not check:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8", newline="\n")
-    return drift
+    return drift + _update_messages(root, check)
+
+
+def _update_messages(root: Path, check: bool) -> list[Drift]:
+    """The checker's and grader's catalog (``locales/ru/scalelib/course.po``, scalelib.course.i18n) brought up
+    to the ``_()`` messages of the sources."""
+    import tempfile
+
+    from . import i18n
+
+    path = root / LOCALES / "scalelib" / "course.po"
+    catalog = i18n.update_catalog(i18n.extract_messages(), path, LANGUAGE)
+    with tempfile.TemporaryDirectory() as tmp:
+        text = i18n.write_catalog(catalog, Path(tmp) / "course.po").read_text(encoding="utf-8")
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return []
+    if not check:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", newline="\n")
+    return [Drift(path, "stale" if path.exists() else "missing")]
+
+
+#: The messages the checker reads at run time, compiled from the catalogs (scalelib.course.i18n).
+COMPILED = Path("scalelib") / "course" / "locale" / f"{LANGUAGE}.json"
 
 
 def catalog_stats(root=".") -> list[dict]:
@@ -666,6 +690,9 @@ def editions(root=".") -> dict[Path, str]:
                     cell.source = relink(_source(cell), rel, target, anchors)
             out[Path(target)] = notebook_text(value)
     toc = (root / TOC).read_text(encoding="utf-8")
+    from . import i18n
+
+    out[COMPILED] = i18n.compiled_text(i18n.catalog_paths(LANGUAGE, root / "locales"))
     toc_tr = _translator(root / LOCALES / "book" / "_toc.po")
     readme_tr = _translator(root / LOCALES / "README.po")
     config_title = str(__import__("yaml").safe_load((root / CONFIG).read_text(encoding="utf-8"))["title"])
