@@ -330,7 +330,7 @@ def test_the_feedback_file_and_gradescope_speak_the_notebooks_language():
     from scalelib.course.gradescope import results
 
     ru = feedback(_book("ru").grades[0])
-    assert ru.startswith("# Глава 1: отзыв для ada\n\nНоутбук `ada_ch01.ipynb`: оценено, баллы: 1/2.")
+    assert ru.startswith("# Глава 1: отзыв для ada\n\nТетрадь `ada_ch01.ipynb`: оценено, баллы: 1/2.")
     assert "| Упражнение | Статус | Баллы |" in ru and "| 1.2 | ⬜ нет проверки | 0/1 |" in ru
     en = feedback(_book("en").grades[0])
     assert en.startswith("# Chapter 1: feedback for ada\n\nNotebook `ada_ch01.ipynb`: graded, 1/2 points.")
