@@ -338,7 +338,7 @@ def test_the_feedback_file_and_gradescope_speak_the_notebooks_language():
     assert [t["name"] for t in data["tests"][:2]] == ["Упражнение 1.1", "Упражнение 1.2"]
     assert data["tests"][1]["output"] == "Упражнение 1.2: ответа нет."
     assert data["tests"][-1]["name"] == "Notes for the instructor"  # the instructor's side stays as it is
-    assert data["output"].startswith("Ноутбук ada_ch01.ipynb оценён: баллы — 1 из 2.")
+    assert data["output"].startswith("Тетрадь ada_ch01.ipynb оценена: баллы — 1 из 2.")
     assert _book("ru").to_csv() == _book("en").to_csv()  # columns and statuses programs read never change
 
 
