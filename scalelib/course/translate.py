@@ -9,7 +9,7 @@ notebook or page (Poedit, Weblate or Crowdin open them):
   stay as they are;
 * a code cell gives its prose string literals (figure titles, axis labels, printed headers,
   docstrings) and its comments; code, numbers and identifiers are never units;
-* a figure's alt text (cell metadata ``mystnb.image.alt``);
+* a figure's alt text and caption (cell metadata ``mystnb.image.alt``, ``mystnb.figure.caption``);
 * the table of contents' captions; the exercises' registry texts (title, hints, reasons,
   formulas), one catalog per chapter, which the checker looks up at run time.
 
@@ -332,6 +332,9 @@ def notebook_units(nb, name: str) -> list[Unit]:
         alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt")
         if isinstance(alt, str) and alt.strip():
             units.append(Unit(alt, where, "alt text"))
+        caption = cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption")
+        if isinstance(caption, str) and caption.strip():
+            units.append(Unit(caption, where, "figure caption"))
     return units
 
 
@@ -642,6 +645,9 @@ def translate_notebook(nb, rel: str, tr):
         image = cell.get("metadata", {}).get("mystnb", {}).get("image", {})
         if isinstance(image.get("alt"), str):
             image["alt"] = tr(image["alt"])
+        figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+        if isinstance(figure.get("caption"), str):
+            figure["caption"] = tr(figure["caption"])
     nb.metadata.setdefault("scalelib", {})["language"] = LANGUAGE
     return nb
 
