@@ -66,9 +66,10 @@ def test_units_join_back_to_every_english_cell(path):
             assert t.translate_code(source, lambda unit: unit) == source
 
 
-def test_slug_and_relink():
-    assert t.slug("## Упражнение 3.4: Время AllGather (разминка)") == "упражнение-34-время-allgather-разминка"
-    assert t.slug("## Exercise 3.4: AllGather time (warm-up)") == "exercise-34-allgather-time-warm-up"
+def test_anchors_and_relink():
+    assert t._anchors(["## Упражнение 3.4: Время AllGather (разминка)", None, "## Exercise 10.4: with $k$ experts"]) \
+        == ["упражнение-34-время-allgather-разминка", "exercise-104-with--experts"]
+    assert t._anchors(["# Title\n\n## Part\n\n## Part\n\n#### Deep"]) == ["title", "part", "part-1"]
     anchors = {"solutions/ch03_sharding.ipynb": {"exercise-34-x": "упражнение-34-x"}}
     text = "[worked](../solutions/ch03_sharding.ipynb#exercise-34-x), [API](api.md), [web](https://x.org/a.md)"
     assert t.relink(text, "book/ch03_sharding.ipynb", "book/ru/ch03_sharding.ipynb", anchors) == (

@@ -156,28 +156,37 @@ def _source(cell) -> str:
 
 
 def cell_headings(notebook: Path, site: Site) -> list[list[Heading]]:
-    """The headings of each cell of `notebook` (none for a code cell), with MyST's anchors.
+    """The headings of each cell of `notebook` (none for a code cell), with MyST's anchors
+    (:func:`markdown_headings` of its cells)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return markdown_headings([_source(c) if c.get("cell_type") == "markdown" else None for c in cells],
+                             site.extensions, site.anchor_depth)
+
+
+def markdown_headings(texts, extensions, anchor_depth: int) -> list[list[Heading]]:
+    """The headings of each Markdown text of `texts` (one page's cells in order; None for a code cell),
+    with MyST's anchors.
 
     The anchor is the slug MyST's default slug function makes of the heading's text and
-    inline code (math and markup left out), made unique within the notebook by a
-    ``-1``, ``-2`` suffix, as myst-parser does; headings deeper than the site's
-    ``myst_heading_anchors`` have none.
+    inline code (math and markup left out), made unique within the page by a
+    ``-1``, ``-2`` suffix, as myst-parser does; headings deeper than `anchor_depth`
+    (``myst_heading_anchors``) have none.
     """
     from myst_parser.mdit_to_docutils.base import default_slugify
 
-    parser = _markdown_parser(site.extensions)
+    parser = _markdown_parser(extensions)
     seen: set[str] = set()
     out: list[list[Heading]] = []
-    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+    for text in texts:
         found: list[Heading] = []
-        if cell.get("cell_type") == "markdown":
-            tokens = parser.parse(_source(cell))
+        if text is not None:
+            tokens = parser.parse(text)
             for token, inline in zip(tokens, tokens[1:]):
                 if token.type != "heading_open":
                     continue
                 level = int(token.tag[1:])
                 anchor = None
-                if level <= site.anchor_depth:
+                if level <= anchor_depth:
                     title = "".join(child.content for child in inline.children or ()
                                     if child.type in ("text", "code_inline"))
                     anchor = slug = default_slugify(title)

@@ -518,42 +518,26 @@ def catalog_stats(root=".") -> list[dict]:
 # ---------------------------------------------------------------------------
 # Links and anchors
 
-def slug(heading: str) -> str:
-    """The anchor MyST gives a heading (``myst_heading_anchors``), as myst-parser computes it: the heading's
-    text and inline code (math, HTML and link targets left out), lower case, spaces as hyphens, every other
-    character that is not a letter, digit, hyphen or underscore dropped."""
-    text = re.sub(r"^#+\s*", "", heading.strip())
-    text = _MATH_SPAN.sub("", text)
-    text = re.sub(r"<!--.*?-->", "", text)
-    text = _TAG.sub("", text)
-    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)
-    text = re.sub(r"`([^`]*)`", r"\1", text)
-    text = re.sub(r"\\(.)", r"\1", text)
-    return re.sub(r"[^\w\u4e00-\u9fff\- ]", "", text.strip().lower().replace(" ", "-"))
+def _anchors(texts: list[str]) -> list[str]:
+    """The anchors MyST gives the headings of one page (its Markdown cells in order), as the book map computes
+    them (:func:`scalelib.course.bookmap.markdown_headings`, with the site's MyST configuration)."""
+    from .bookmap import markdown_headings
+
+    site = _site()
+    return [h.anchor for found in markdown_headings(texts, site.extensions, site.anchor_depth) for h in found
+            if h.anchor]
 
 
-def _headings(text: str) -> list[str]:
-    """The headings that get an anchor (levels 1 to 3, ``myst_heading_anchors: 3``), outside code fences."""
-    out, fenced = [], False
-    for line in text.split("\n"):
-        if re.match(r"^\s*(```|~~~)", line):
-            fenced = not fenced
-        elif not fenced and re.match(r"^#{1,3}\s", line):
-            out.append(line)
-    return out
+def _site():
+    from .bookmap import Site
+
+    global _SITE
+    if _SITE is None:
+        _SITE = Site.read(Path(__file__).resolve().parents[2])  # the checkout: its book/_config.yml
+    return _SITE
 
 
-def _slugs(headings: list[str]) -> list[str]:
-    """Each heading's anchor, made unique in its page as MyST does (``-1``, ``-2`` on repeats)."""
-    seen: list[str] = []
-    for heading in headings:
-        base = candidate = slug(heading)
-        i = 1
-        while candidate in seen:
-            candidate = f"{base}-{i}"
-            i += 1
-        seen.append(candidate)
-    return seen
+_SITE = None
 
 
 #: English source -> its Russian counterpart, both relative to the repository root.
@@ -611,9 +595,9 @@ def _translate_markdown(text: str, tr) -> str:
     return "".join(tr(piece) if translatable else piece for translatable, piece in markdown_pieces(text))
 
 
-def _anchor_table(english: str, russian: str) -> dict[str, str]:
-    """English anchor -> Russian anchor of one page (its headings pair up in order)."""
-    return dict(zip(_slugs(_headings(english)), _slugs(_headings(russian))))
+def _anchor_table(english: list[str], russian: list[str]) -> dict[str, str]:
+    """English anchor -> Russian anchor of one page (its Markdown cells; its headings pair up in order)."""
+    return dict(zip(_anchors(english), _anchors(russian)))
 
 
 def translate_notebook(nb, rel: str, tr):
@@ -652,8 +636,9 @@ def translate_notebook(nb, rel: str, tr):
     return nb
 
 
-def _notebook_markdown(nb) -> str:
-    return "\n".join(_source(c) for c in nb.cells if c.cell_type == "markdown")
+def _markdown_cells(value) -> list[str]:
+    """A page's Markdown: a notebook's Markdown cells, or a page's text."""
+    return [value] if isinstance(value, str) else [_source(c) for c in value.cells if c.cell_type == "markdown"]
 
 
 def editions(root=".") -> dict[Path, str]:
@@ -682,9 +667,7 @@ def editions(root=".") -> dict[Path, str]:
             if cell.cell_type == "code":
                 for stub, translated in STUBS.items():
                     cell.source = _source(cell).replace(stub, translated)
-    markdown_of = {rel: (_notebook_markdown(v) if not isinstance(v, str) else v) for rel, v in english.items()}
-    anchors = {rel: _anchor_table(markdown_of[rel], _notebook_markdown(v) if not isinstance(v, str) else v)
-               for rel, v in russian.items()}
+    anchors = {rel: _anchor_table(_markdown_cells(english[rel]), _markdown_cells(v)) for rel, v in russian.items()}
     out: dict[Path, str] = {}
     for rel, value in russian.items():
         target = counterpart(rel)
