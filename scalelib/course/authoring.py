@@ -404,13 +404,19 @@ def generate(solutions_dir="solutions", exercises_dir="exercises", check: bool =
     if exercises.is_dir():
         drift.extend(Drift(p, "extra") for p in sorted(exercises.glob("*.ipynb")) if p.name not in wanted)
     if not check:
-        for item in drift:
-            if item.problem == "extra":
-                item.path.unlink()
-            else:
-                item.path.parent.mkdir(parents=True, exist_ok=True)
-                item.path.write_text(wanted[item.path.name], encoding="utf-8", newline="\n")
+        apply_drift(drift, lambda path: wanted[path.name])
     return sorted(drift, key=lambda d: str(d.path))
+
+
+def apply_drift(drift: Iterable[Drift], text_of) -> None:
+    """Bring the generated files `drift` names up to date: an extra one removed, a missing or stale one
+    written with ``text_of(path)``."""
+    for item in drift:
+        if item.problem == "extra":
+            item.path.unlink()
+        else:
+            item.path.parent.mkdir(parents=True, exist_ok=True)
+            item.path.write_text(text_of(item.path), encoding="utf-8", newline="\n")
 
 
 # ---------------------------------------------------------------------------

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .authoring import (ANSWER_STUB, CODE_STUB, COLAB_LINK_PREFIX, RAISE_STUB, AuthoringError, Drift, chapter_of,
-                        generate_exercise_notebook, notebook_text)
+from .authoring import (ANSWER_STUB, CODE_STUB, COLAB_LINK_PREFIX, RAISE_STUB, AuthoringError, Drift, apply_drift,
+                        chapter_of, generate_exercise_notebook, notebook_text)
 
 #: The editions' languages besides English, and the folder name of each edition.
 LANGUAGE = "ru"
@@ -749,12 +749,7 @@ def generate(root=".", check: bool = False) -> list[Drift]:
             if path.relative_to(root) not in wanted:
                 drift.append(Drift(path, "extra"))
     if not check:
-        for item in drift:
-            if item.problem == "extra":
-                item.path.unlink()
-            else:
-                item.path.parent.mkdir(parents=True, exist_ok=True)
-                item.path.write_text(wanted[item.path.relative_to(root)], encoding="utf-8", newline="\n")
+        apply_drift(drift, lambda path: wanted[path.relative_to(root)])
     return drift
 
 
