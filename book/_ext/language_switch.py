@@ -57,6 +57,8 @@ def add_switch(app: Sphinx, pagename: str, templatename: str, context: dict[str,
     edition = app.config.course_edition
     if edition not in EDITIONS or "body" not in context or os.environ.get("SCALELIB_SITE_SOLUTIONS") == "no":
         return  # the site without solutions (make site SOLUTIONS=no) is built in English alone
+    if app.builder.name != "html":
+        return  # the single page the PDF is printed from (singlehtml): no switch on paper
     other, url = other_edition_url(pagename, edition)
     link = (f'<nav class="course-language" aria-label="{EDITIONS[edition]["label"]}">'
             f'<a href="{html.escape(url)}" hreflang="{other}" lang="{other}">{EDITIONS[other]["name"]}</a></nav>\n')
