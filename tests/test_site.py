@@ -279,7 +279,7 @@ return {
             box_width: box ? box.clientWidth : 0};
   }),
   equation_numbers: Array.from(article.querySelectorAll('div.math .eqno')).map(e => e.textContent.trim()),
-  number_refs: Array.from(article.querySelectorAll('a span.std-numref, a[href^="#equation-"]'))
+  number_refs: Array.from(article.querySelectorAll('a span.std-numref, a[href^="#equation-"]:not(.headerlink)'))
                     .map(e => e.textContent.trim()),
   // The left navigation (the book's table of contents) and the theme's download menu.
   nav_captions: Array.from(document.querySelectorAll('nav.bd-docs-nav .caption-text'))
