@@ -9,7 +9,8 @@ on 127.0.0.1, and checked for what a reader would notice:
 - real text, math typeset by KaTeX, tables rendered (no raw Markdown rows), no
   test markers, nothing cut off at a phone's width;
 - images: each one loaded, with an alt text that says what it shows (not its
-  file name); every chapter page shows at least one;
+  file name); every chapter page shows at least one; a chapter's figures and
+  labelled equations numbered within it (Fig. 5.1, (5.1)), references reading them;
 - nothing cut: at 390 px no page scrolls sideways and every box that scrolls
   (a wide table, an equation) shows a shadow that says so; at 1280 px no
   output hides the end of a line; no page loads the theme's fontawesome.js;
@@ -287,6 +288,20 @@ return {
     alt: (img.getAttribute('alt') || '').trim(),
     in_output: !!img.closest('figure, .cell_output, .output'),
   })),
+  // Numbered figures (a cell's output with a caption): the number and caption the page shows, whether the
+  // image still opens full size, and how wide it is drawn against its output box (a figure's padding would
+  // shrink it, and its text, below the column). Equation numbers, and the text of references to either.
+  figures: Array.from(article.querySelectorAll('.cell_output figure')).map(f => {
+    const img = f.querySelector('img'), box = f.closest('.cell_output');
+    const text = sel => { const e = f.querySelector(sel); return e ? e.textContent.trim() : ''; };
+    return {id: f.id, number: text('figcaption .caption-number'), caption: text('figcaption .caption-text'),
+            linked: !!f.querySelector('a.figure-full-size > img'),
+            img_width: img ? img.getBoundingClientRect().width : 0, natural_width: img ? img.naturalWidth : 0,
+            box_width: box ? box.clientWidth : 0};
+  }),
+  equation_numbers: Array.from(article.querySelectorAll('div.math .eqno')).map(e => e.textContent.trim()),
+  number_refs: Array.from(article.querySelectorAll('a span.std-numref, a[href^="#equation-"]:not(.headerlink)'))
+                    .map(e => e.textContent.trim()),
   // The left navigation (the book's table of contents) and the theme's download menu.
   nav_captions: Array.from(document.querySelectorAll('nav.bd-docs-nav .caption-text'))
                      .map(e => e.textContent.trim()),
@@ -689,6 +704,36 @@ def test_images_load_and_are_described(page: PageReport) -> None:
 def test_chapter_shows_a_figure(page: PageReport) -> None:
     shown = [image["src"] for image in page.dom.get("images", []) if image["width"]]
     assert shown, f"{page.url}: the chapter shows no image (its figures are missing)"
+
+
+def _numbered_in_notebook(docname: str) -> tuple[int, int]:
+    """(figures, labelled equations) of a chapter's notebook: what its page must number."""
+    cells = json.loads((ROOT / f"{docname}.ipynb").read_text(encoding="utf8"))["cells"]
+    figures = sum(1 for cell in cells if cell["cell_type"] == "code"
+                  and any("image/png" in output.get("data", {}) for output in cell.get("outputs", [])))
+    text = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+    return figures, len(re.findall(r"\$\$[ \t]*\(eq-[A-Za-z0-9-]+\)[ \t]*$", text, re.M))
+
+
+@_params(CHAPTER_PAGES)
+def test_chapter_numbers_its_figures_and_equations(page: PageReport) -> None:
+    """Every figure a chapter draws is shown as "Fig. N.k" with its caption, still opening full size and as wide
+    as an uncaptioned one; its labelled equations read "(N.k)"; every reference reads one of those numbers."""
+    docname = urlparse(page.url).path.lstrip("/").removesuffix(".html")
+    chapter = int(re.search(r"ch(\d+)_", docname).group(1))
+    figure_count, equation_count = _numbered_in_notebook(docname)
+    figures = page.dom.get("figures", [])
+    assert [f["number"] for f in figures] == [f"Fig. {chapter}.{k}" for k in range(1, figure_count + 1)], (
+        f"{page.url}: figure numbers {[f['number'] for f in figures]}, expected {figure_count} numbered {chapter}.k")
+    assert all(f["caption"] and f["linked"] for f in figures), f"{page.url}: a figure without caption or link: {figures}"
+    narrow = [f["id"] for f in figures if f["img_width"] < min(f["natural_width"], f["box_width"]) - 1]
+    assert not narrow, f"{page.url}: figures drawn narrower than their output box: {narrow}"
+    numbers = [re.sub(r"[^0-9.()]", "", n) for n in page.dom.get("equation_numbers", [])]
+    assert numbers == [f"({chapter}.{k})" for k in range(1, equation_count + 1)], (
+        f"{page.url}: equation numbers {numbers}, expected {equation_count} numbered ({chapter}.k)")
+    refs = page.dom.get("number_refs", [])
+    wrong = [r for r in refs if not re.fullmatch(rf"Fig\. {chapter}\.\d+|\({chapter}\.\d+\)", r)]
+    assert refs and not wrong, f"{page.url}: references that do not read a number of this chapter: {wrong or refs}"
 
 
 @_params(PAGES)

@@ -50,7 +50,7 @@
    become files in ``_images/``: its page's HTML loses about a megabyte.
 13. Search snippets without repeated math (``book/_static/course-search.js``):
    the MathML copy KaTeX writes of each formula is left out of the snippet.
-14. A change to this file or to book/_static rewrites every page (the config
+14. A change to book/_ext (this file, its sibling extensions) or to book/_static rewrites every page (the config
    value ``course_site_digest``), not only the pages whose source changed.
 15. Every page names its published address (``html_baseurl``, a canonical link):
    GitHub Pages' address of ``repository: url:`` (scalelib.course.authoring.pages_url).
@@ -411,11 +411,14 @@ def unlink_solution_pages(app: Sphinx, docname: str, source: list[str]) -> None:
 
 
 def site_digest() -> str:
-    """A hash of this extension and of book/_static: a config value, so that a change to either
+    """A hash of the local extensions (book/_ext) and of book/_static: a config value, so that a change to either
     rewrites every page (Sphinx otherwise rewrites only the pages whose source changed)."""
     import hashlib
 
-    digest = hashlib.sha256(Path(__file__).read_bytes() + Path(__file__).with_name("course-scorer.js").read_bytes())
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.iterdir()):  # this extension, its siblings and course-scorer.js
+        if path.is_file() and path.suffix in (".py", ".js"):
+            digest.update(path.name.encode() + path.read_bytes())
     for path in sorted((BOOK_DIR / "_static").iterdir()):
         if path.is_file():
             digest.update(path.name.encode() + path.read_bytes())
