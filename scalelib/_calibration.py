@@ -105,7 +105,9 @@ INFERENCE_LOSSES = ("kernel_efficiency", "kernel_overhead", "tensor_collectives"
 
 INFERENCE_LOSS_SOURCES = {
     "kernel_efficiency": "per-layer matmuls at calculon's A100 efficiency by size (scaled as fitted for training) "
-                         "and weight and KV-cache reads at its HBM efficiency by transfer size (Isaev et al. 2023)",
+                         "and weight and KV-cache reads at its HBM efficiency by transfer size (Isaev et al. 2023); "
+                         "a GPU prefill's matmuls and attention kernel in whole waves of 128 x 128 tiles over the SMs "
+                         "(NVIDIA, Matrix Multiplication Background User's Guide, ch. 3)",
     "kernel_overhead": "a fixed cost per layer per forward pass (kernel launches and gaps), fitted on NIM's two "
                        "H100 figures",
     "tensor_collectives": "two AllReduces of [tokens, D] per layer over the tensor-parallel chips (Shoeybi et al. "
