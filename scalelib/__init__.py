@@ -28,7 +28,7 @@ from ._collectives import (
 from ._derivation import Derivation, explain
 from ._diagrams import draw_chip, draw_fat_tree, draw_gpu_node, draw_torus, plot_spec_comparison
 from ._einsum import einsum_flops
-from ._errors import InvalidCallError, InvalidValueError, ScalelibError, UnknownNameError
+from ._errors import InvalidCallError, InvalidValueError, OutsideValidationWarning, ScalelibError, UnknownNameError
 from ._gpu import (
     allreduce_latency_s,
     expert_parallel_critical_width,
@@ -196,6 +196,7 @@ __version__ = "0.1.0"
 __all__ = [
     # one call away from every result, and the errors
     "Derivation", "explain", "fmt", "InvalidCallError", "InvalidValueError", "ScalelibError", "UnknownNameError",
+    "OutsideValidationWarning",
     # chips (chapters 1, 2, 12)
     "DTYPES", "ChipSpec", "bytes_per_value", "chip", "chips", "dtype_name", "hw", "load_chips", "register_chip",
     # rooflines (chapter 1)

@@ -105,7 +105,9 @@ INFERENCE_LOSSES = ("kernel_efficiency", "kernel_overhead", "tensor_collectives"
 
 INFERENCE_LOSS_SOURCES = {
     "kernel_efficiency": "per-layer matmuls at calculon's A100 efficiency by size (scaled as fitted for training) "
-                         "and weight and KV-cache reads at its HBM efficiency by transfer size (Isaev et al. 2023)",
+                         "and weight and KV-cache reads at its HBM efficiency by transfer size (Isaev et al. 2023); "
+                         "a GPU prefill's matmuls and attention kernel in whole waves of 128 x 128 tiles over the SMs "
+                         "(NVIDIA, Matrix Multiplication Background User's Guide, ch. 3)",
     "kernel_overhead": "a fixed cost per layer per forward pass (kernel launches and gaps), fitted on NIM's two "
                        "H100 figures",
     "tensor_collectives": "two AllReduces of [tokens, D] per layer over the tensor-parallel chips (Shoeybi et al. "
@@ -118,4 +120,25 @@ def check_inference_losses(losses) -> frozenset:
     """`losses` of an inference estimate as a frozenset of names, or a clear error."""
     return _loss_names(losses, INFERENCE_LOSSES, "inference losses")
 
+
+#: The parallel axes whose degrees the training validation covers (what :func:`validation_coverage` reads).
+VALIDATED_AXES = ("data", "fsdp", "tensor", "pipeline", "expert")
+
+
+@lru_cache(maxsize=None)
+def validation_coverage() -> tuple[dict, ...]:
+    """Every run of the training validation (``scalelib/data/training_runs.toml``, its ``[[run]]`` and
+    ``[[step_run]]`` tables): its name, chip, the degree of each of :data:`VALIDATED_AXES` (1 where the run has
+    none) and its reported utilisation (MFU or HFU; None for a run measured as a step time). Data only: the
+    search (:func:`~scalelib.search_plans`) compares the plan it recommends with these.
+    """
+    text = resources.files("scalelib").joinpath("data/training_runs.toml").read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    runs = []
+    for table in ("run", "step_run"):
+        for r in data.get(table, ()):
+            util = r["reported"] if r.get("quantity") in ("mfu", "hfu") else None
+            runs.append({"name": r["name"], "chip": r["chip"], "utilisation": util,
+                         **{a: int(r.get(a, 1)) for a in VALIDATED_AXES}})
+    return tuple(runs)
 

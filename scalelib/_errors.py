@@ -25,6 +25,11 @@ class InvalidCallError(ScalelibError, TypeError):
     """Arguments that do not fit a function's signature (too many positional ones, an unknown keyword)."""
 
 
+class OutsideValidationWarning(UserWarning):
+    """A forecast asked for beyond what its validation covers (a plan whose parallelism, chip or utilisation no
+    validated run had): the number is an extrapolation, to read with that in mind."""
+
+
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """'; did you mean 'h100'?' for the closest known names, or ''."""
     close = difflib.get_close_matches(str(name).lower(), list(known), n=2, cutoff=0.5)

@@ -816,6 +816,44 @@ def _tp_allreduce_s(nbytes, topology, spec: ChipSpec, n: int):
     return 2.0 * lat + 2.0 * (n - 1) / n * np.asarray(nbytes, dtype=float) / W
 
 
+def _wave_flops(M, N, K, spec: ChipSpec):
+    """FLOPs a GPU spends on an [M, K] × [K, N] matmul when it runs in whole waves of output tiles.
+
+    The output splits into tiles of ``[matmul_waves] tile`` (estimate.toml), one per SM at a time, so a
+    matmul of few tiles leaves SMs idle (NVIDIA's wave quantization): it takes as long as one that fills
+    ceil(tiles / SMs) whole waves. Those FLOPs never fall as M grows and are never below 2·M·N·K. A TPU
+    (or a chip without an SM count) runs the matmul's own 2·M·N·K.
+    """
+    from ._calibration import constants
+
+    f = 2.0 * np.asarray(M, dtype=float) * N * K
+    if spec.family != "gpu" or not spec.cores:
+        return f
+    tm, tn = constants()["matmul_waves"]["tile"]
+    tiles = np.ceil(np.asarray(M, dtype=float) / tm) * np.ceil(N / tn)
+    waves = np.ceil(tiles / spec.cores)
+    return np.maximum(f, waves * spec.cores * 2.0 * tm * tn * K)
+
+
+def _attention_wave_flops(flops, batch, T, heads, head_dim, spec: ChipSpec):
+    """FLOPs of one layer's causal attention kernel on one chip (`flops`: its QK^T and PV), in whole waves on a GPU.
+
+    Each of the `heads` (query heads on the chip) of each of `batch` sequences multiplies [T, head_dim] by
+    [head_dim, T] and [T, T] by [T, head_dim]; under a causal mask only the tiles on or below the diagonal run,
+    ceil(T/tm)·(ceil(T/tn) + 1)/2 of them per head and product, each a tile of ``[matmul_waves] tile``.
+    """
+    from ._calibration import constants
+
+    f = np.asarray(flops, dtype=float)
+    if spec.family != "gpu" or not spec.cores:
+        return f
+    tm, tn = constants()["matmul_waves"]["tile"]
+    rows = np.ceil(np.asarray(T, dtype=float) / tm)
+    tiles = 2.0 * np.asarray(batch, dtype=float) * heads * rows * (np.ceil(np.asarray(T, dtype=float) / tn) + 1) / 2
+    waves = np.ceil(tiles / spec.cores)
+    return np.maximum(f, waves * spec.cores * 2.0 * tm * tn * head_dim)
+
+
 def _add_collectives(value, comms, overlapped: bool):
     """A pass with its collectives: after its kernels, or overlapped with them (the longer of the two)."""
     return np.maximum(value, comms) if overlapped else value + comms
@@ -933,14 +971,18 @@ def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="
 
     ``kernel_efficiency``: each matmul of a layer (the projections, the MLP, and the attention scores
     per head) runs at the efficiency its size on one chip allows (``scalelib/data/estimate.toml``), or
-    at `efficiency` when one is given (a share of peak assumed for all of them, as the book's 40%);
+    at `efficiency` when one is given (a share of peak assumed for all of them, as the book's 40%); on a
+    GPU each runs in whole waves of 128 × 128 output tiles over the SMs (a short prompt's few tiles leave
+    most SMs idle: NVIDIA's wave quantization) and no faster than its weights (attention: its K and V)
+    stream in at the HBM share of their size;
     ``kernel_overhead``: a fixed cost per layer on GPUs (fitted, see ``estimate.toml``);
     ``tensor_collectives``: two AllReduces of [B·T, D] per layer over the chips, on their network tier
     (after the kernels on GPUs; overlapped with them by XLA on TPUs).
     ``losses=()`` gives the roofline at full peak.
 
     Formula:
-        T_est = max(Σ_ops FLOPs_op / (e_op · N · C), P_bytes / (N·W)) + L · t_layer + L · 2 · T_AR(B·T·D·2 B)
+        T_est = max(Σ_ops max(FLOPs_op,waves / (e_op · C), bytes_op / (e_hbm · W)), P_bytes / (N·W)) + L · t_layer
+        + L · 2 · T_AR(B·T·D·2 B)
 
     Args:
         model, topology, tokens, batch, weight_dtype, compute_dtype, attention, num_chips: as in
@@ -959,10 +1001,10 @@ def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="
         >>> from scalelib import fmt
         >>> fmt(estimated_prefill_time_s("llama-3-70b", "h100", num_chips=2, tokens=5000, weight_dtype="fp8",
         ...                              compute_dtype="fp8"), "s")   # NIM: 407 ms
-        '398 ms'
+        '414 ms'
     """
-    from ._calibration import INFERENCE_LOSS_SOURCES, _matmul_efficiency, check_inference_losses, constants, \
-        model_shape
+    from ._calibration import INFERENCE_LOSS_SOURCES, _hbm_efficiency, _matmul_efficiency, \
+        check_inference_losses, constants, model_shape
 
     charged = check_inference_losses(losses)
     eff = None if efficiency is None else share("efficiency", efficiency)
@@ -980,7 +1022,9 @@ def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="
     m = served.spec
     k = constants()
     scale = k["kernel"]["matmul_scale"] * (k["inference"]["fp8_matmul_scale"] if c == "fp8" else 1.0)
-    overhead = k["inference"]["layer_overhead_s"] * (m.L if m is not None else 1) if spec.family == "gpu" else 0.0
+    gpu = spec.family == "gpu"
+    overhead = k["inference"]["layer_overhead_s"] * (m.L if m is not None else 1) if gpu else 0.0
+    w_bytes = bytes_per_value(w)
     flops_att = (np.asarray(forward_flops(m, seq_len=T, tokens=Bn * T, component="dot_product", causal=True))
                  if attention else 0.0)
     flops_mm = 2 * served.active.value * Bn * T
@@ -993,14 +1037,26 @@ def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="
                 D, F, N, K, H, V, cc = model_shape(m)
                 tok = Bn * T
                 t_math = 0.0
-                for k_, n_ in ((D, (N + 2 * K) * H), (N * H, D), (D, (cc - 1) * F), (F, D)):
-                    f = 2.0 * tok * k_ * n_ / n          # one layer's matmul on one chip
-                    t_math = t_math + m.L * f / (C * _matmul_efficiency(f / 1e9) * scale)
+                # column-parallel (QKV, up) split N over the chips, row-parallel (O, down) split K (Megatron-LM)
+                for k_, n_, cols in ((D, (N + 2 * K) * H, True), (N * H, D, False), (D, (cc - 1) * F, True),
+                                     (F, D, False)):
+                    n_loc, k_loc = (n_ / n, k_) if cols else (n_, k_ / n)
+                    f = _wave_flops(tok, n_loc, k_loc, spec)   # one layer's matmul on one chip, in whole waves
+                    t_f = f / (C * _matmul_efficiency(f / 1e9) * scale)
+                    if gpu:  # and no faster than its weights stream in at the HBM share of their size
+                        b = k_loc * n_loc * w_bytes
+                        t_f = np.maximum(t_f, b / (W * _hbm_efficiency(b / 1e6)))
+                    t_math = t_math + m.L * t_f
                 f_un = 2.0 * tok * D * V / n
                 t_math = t_math + f_un / (C * _matmul_efficiency(f_un / 1e9) * scale)
-                if attention:
+                if attention:  # attention's own kernel: QK^T and PV per head, a small matmul each
                     per_layer = flops_att / (m.L * n)
-                    t_math = t_math + m.L * per_layer / (C * _matmul_efficiency(per_layer / 1e9 / 2) * scale)
+                    f_att = _attention_wave_flops(per_layer, Bn, T, N / n, H, spec)
+                    t_att = f_att / (C * _matmul_efficiency(f_att / 1e9 / 2) * scale)
+                    if gpu:  # and no faster than it reads the layer's K and V (2 bytes a value)
+                        kv = 2.0 * Bn * T * K * H * 2.0 / n
+                        t_att = np.maximum(t_att, kv / (W * _hbm_efficiency(kv / 1e6)))
+                    t_math = t_math + m.L * t_att
             else:
                 f = flops_mm / n
                 t_math = f / (C * _matmul_efficiency(f / 1e9) * scale)

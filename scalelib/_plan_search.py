@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ._derivation import Derivation, derivable
-from ._errors import InvalidValueError
-from ._calibration import LOSSES
+from ._errors import InvalidValueError, OutsideValidationWarning
+from ._calibration import LOSSES, VALIDATED_AXES, validation_coverage
 from ._estimate import Hardware, estimate_step
 from ._models import model as _model
 from ._topology import GpuCluster, TpuSlice, gpu_cluster, tpu_slice
@@ -50,7 +51,9 @@ class PlanSearch:
     each other kind of parallelism, as (cost, why it loses); ``evaluated`` the plans priced,
     ``legal`` those that fit; ``step_times_s`` and ``memory_bytes`` every plan's numbers (inf for
     a plan that breaks a rule other than memory), in the order of ``grid``; ``seconds`` the search's
-    wall time.
+    wall time. ``outside_validation`` says, when the estimate ranked the plans (``rank="estimate"``), what of the
+    best plan no run of the training validation had (a chip, a parallelism degree, a utilisation), one phrase
+    each; empty when the validation covers it, and always for the roofline (a bound, not a forecast).
     """
 
     best: TrainingCost
@@ -64,6 +67,7 @@ class PlanSearch:
     grid: dict = field(default=None, repr=False)
     rank: str = "roofline"
     estimated_times_s: np.ndarray = field(default=None, repr=False)
+    outside_validation: tuple = ()
 
     @property
     def time_s(self) -> float:
@@ -232,8 +236,63 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
             others.append((math.inf, cost, f"fits nowhere: needs at least {fmt(cost.memory_bytes['total'], 'B')} "
                                              f"per chip, over {fmt(s.hbm, 'B')}"))
     others.sort(key=lambda x: (x[0], x[1].memory_bytes["total"]))
+    outside = _outside_validation(best, topology) if rank == "estimate" else ()
     return PlanSearch(best, tuple((c, w) for _, c, w in others[:runners_up]), int(step.size), int(fits.sum()),
-                      seconds, method, step, memory, g, rank, estimated)
+                      seconds, method, step, memory, g, rank, estimated, outside)
+
+
+def _caller_level() -> int:
+    """The `stacklevel` of warnings.warn, called from here, that names the first frame outside scalelib (the caller's
+    line, however many of scalelib's wrappers, such as ``explain``, stand between)."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+_AXIS_NAMES = {"data": "DP", "fsdp": "FSDP", "tensor": "TP", "pipeline": "PP", "expert": "EP"}
+
+
+def _outside_validation(cost: TrainingCost, topology) -> tuple:
+    """What of `cost`'s plan on `topology` no run of the training validation had, one phrase each (empty: covered).
+
+    Against the runs of ``training_runs.toml`` (:func:`~scalelib._calibration.validation_coverage`): a chip none
+    ran on; a degree of data (DCN slices included), FSDP, tensor, pipeline or expert parallelism above the largest
+    any run on that family of chips (GPU or TPU) used; an estimated MFU above the highest utilisation measured on
+    that chip (MFU, or Megatron's HFU, which counts recompute too and so lets more through).
+    """
+    spec = topology.spec
+    runs = validation_coverage()
+    family = [r for r in runs if _family(r["chip"]) == spec.family]
+    on_chip = [r for r in runs if r["chip"] == spec.name]
+    plan = cost.plan
+    out = []
+    if not on_chip:
+        out.append(f"no validated run on {spec.name} chips")
+    for axis in VALIDATED_AXES:
+        degree = getattr(plan, axis) * (plan.slices if axis == "data" else 1)
+        widest = max(family, key=lambda r: r[axis], default=None)
+        most = widest[axis] if widest else 1
+        if degree > most:
+            seen = (f"up to {most} ({widest['name']})" if most > 1 else "none")
+            out.append(f"{_AXIS_NAMES[axis]} {degree}: the validated {spec.family.upper()} runs have {seen}")
+    measured = [r for r in on_chip if r["utilisation"] is not None]
+    if measured:
+        top = max(measured, key=lambda r: r["utilisation"])
+        if cost.estimated_mfu > top["utilisation"]:
+            out.append(f"estimated MFU {cost.estimated_mfu:.0%}: above every utilisation measured on {spec.name} chips "
+                       f"(at most {top['utilisation']:.0%}, {top['name']})")
+    return tuple(out)
+
+
+def _family(chip_name: str) -> str:
+    from ._specs import chip
+
+    return chip(chip_name).family
 
 
 def _search_args(model, B, topology, seq_len, slices, pipeline, max_microbatches, remat, method, runners_up, kw,
@@ -304,7 +363,10 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
             the memory each plan needs; the other two only in the estimate).
 
     Returns:
-        a :class:`PlanSearch` (its ``best`` a :class:`TrainingCost`, times in s).
+        a :class:`PlanSearch` (its ``best`` a :class:`TrainingCost`, times in s). Ranked by the estimate, a best
+        plan that no validated training run resembles (a chip none ran on, a degree of DP, FSDP, TP, PP or EP
+        beyond every run on that family of chips, an estimated MFU above every utilisation measured on that chip)
+        raises an :class:`OutsideValidationWarning` naming what, and ``outside_validation`` lists it.
 
     Chapter:
         5 (Parallelism for training)
@@ -327,11 +389,17 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
              flash_attention=flash_attention, sequence_parallel=sequence_parallel, losses=losses), rank)
     found = _search(s, topology, sl, pp, mm, remats, method, keep, rank)
     if rank == "estimate":  # the headline stays the roofline step (time_s) of the plan the estimate ranks first
+        outside = found.outside_validation
+        if outside:
+            warnings.warn(f"search_plans: the best plan by the estimate, {found.best.plan!r}, lies outside what the "
+                          f"training validation covers ({'; '.join(outside)}); its estimate is an extrapolation",
+                          OutsideValidationWarning, stacklevel=_caller_level())
         return Derivation(f"T_step(best of {found.evaluated} plans by the estimate)",
                           "T_step of the plan with the least T_est among those that fit",
                           lambda: f"T_step({found.best.plan.label})", found.best.time_s, "s",
                           where=(f"{found.legal} of {found.evaluated} plans fit; the best by the calibrated estimate: "
-                                 f"{found.best.plan!r}, T_est = {fmt(found.best.estimated_time_s, 's')}",),
+                                 f"{found.best.plan!r}, T_est = {fmt(found.best.estimated_time_s, 's')}",)
+                          + ((f"outside the training validation: {'; '.join(outside)}",) if outside else ()),
                           returns=found)
     return Derivation(f"T_step(best of {found.evaluated} plans)", "min over plans that fit of T_step",
                       lambda: f"T_step({found.best.plan.label})", found.best.time_s, "s",
@@ -405,14 +473,16 @@ def needs_pipeline(model, B, topology, *, seq_len, slices=1, threshold=1.05, **o
         if key in options:
             raise InvalidValueError(f"`{key}`: needs_pipeline sets it itself")
     options.setdefault("rank", "roofline")
-    best = search_plans(model, B, topology, seq_len=seq_len, slices=slices, runners_up=0, **options).best
-    try:
-        flat = search_plans(model, B, topology, seq_len=seq_len, slices=slices, pipeline=False, runners_up=0,
-                            **options).best
-    except InvalidValueError as err:
-        if "fits nowhere" not in str(err):
-            raise
-        flat = None
+    with warnings.catch_warnings():  # the question is pipelining, answered by both searches side by side
+        warnings.simplefilter("ignore", OutsideValidationWarning)
+        best = search_plans(model, B, topology, seq_len=seq_len, slices=slices, runners_up=0, **options).best
+        try:
+            flat = search_plans(model, B, topology, seq_len=seq_len, slices=slices, pipeline=False, runners_up=0,
+                                **options).best
+        except InvalidValueError as err:
+            if "fits nowhere" not in str(err):
+                raise
+            flat = None
     rank = options["rank"]
     timed = (lambda c: c.estimated_time_s) if rank == "estimate" else (lambda c: c.time_s)
     speedup = math.inf if flat is None else timed(flat) / timed(best)

@@ -338,7 +338,7 @@ CALLS = {
 }
 
 #: Public names that are not called: constants, errors, and records scalelib makes and hands out.
-NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValueError",
+NOT_CALLED = {"DTYPES", "hw", "ScalelibError", "UnknownNameError", "InvalidValueError", "OutsideValidationWarning",
               "InvalidCallError", "Derivation", "Roofline", "Tile", "Verdict", "SystolicTrace", "Collective",
               "CompiledCollective", "MatmulPlan", "Reshard", "PlanComparison", "PlanRow",
               "HloArray", "HloOp", "HloSummary", "XlaCost", "Trace", "TraceEvent", "TraceOp", "RooflineCheck",
@@ -559,6 +559,7 @@ def _probe(name, position, value):
     registered = dict(_specs._USER)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        warnings.simplefilter("ignore", sl.OutsideValidationWarning)  # scalelib's own notice, on purpose
         with time_limit(20 if name in SLOW else 5):
             try:
                 result = fn(*args, **kwargs)

@@ -131,18 +131,42 @@ def test_held_out_figures_join_only_when_asked_and_carry_their_source():
         sl.inference_results(held_out="yes")
 
 
+#: the one held-out figure the estimate still misses (chapter 8 says so): its two-sided band, not ±25%
+KNOWN_MISS = {"trtllm-h100x4-ttft-128": (-0.40, -0.25)}
+
+
 @pytest.mark.parametrize("name", sorted(HELD_OUT))
 def test_on_held_out_figures_the_roofline_still_bounds_and_the_estimate_errs_as_chapter_8_says(name):
     reported = HELD_OUT[name]["reported"]
     assert float(sl.predict_inference_result(name)) < reported       # a bound, never beaten
     err = float(sl.estimate_inference_result(name)) / reported - 1
     assert sl.inference_estimate_error(name) == pytest.approx(err, rel=1e-12)
-    if HELD_OUT[name]["prompt_tokens"] == 128:
-        # the estimate does not carry to short prompts: a 128-token first token comes out 30-50% too fast
-        # (chapter 8 says so), on the H100 the constants were fitted on as on the A100
-        assert -0.55 < err < -0.30, f"{name}: {err:+.1%}"
-    else:
-        assert -0.25 <= err <= 0.25, f"{name}: {err:+.1%}"
+    lo, hi = KNOWN_MISS.get(name, (-0.25, 0.25))
+    assert lo <= err <= hi, f"{name}: {err:+.1%}"
+
+
+def test_the_held_out_mean_error_is_within_15_percent():
+    # every measured figure no constant was fitted on: the first table's held-out rows and the three above
+    fitted = set(tomllib.loads((Path(sl.__file__).parent / "data" / "estimate.toml").read_text())["inference"]
+                 ["fitted_on"])
+    held = [abs(sl.inference_estimate_error(r)) for r in sl.inference_results(held_out=True)
+            if r.measured and r.name not in fitted]
+    assert len(held) == 6
+    assert sum(held) / len(held) <= 0.15, f"mean |error| {sum(held) / len(held):.1%}"
+
+
+def test_short_prompt_matmuls_run_in_whole_waves_of_tiles():
+    # by hand: Llama 2 70B's QKV at TP 4 on an A100, a 128-token prompt: [128, 8192] x [8192, 2560] is
+    # 1 x 20 tiles of 128 x 128, one wave on 108 SMs, so it costs 108 tiles' FLOPs, 2·128·128·8192 each
+    from scalelib._inference import _wave_flops
+
+    a100 = sl.chip("a100")
+    assert _wave_flops(128, 2560, 8192, a100) == pytest.approx(108 * 2 * 128 * 128 * 8192)
+    # 2048 tokens: 16 x 20 = 320 tiles, 3 waves of 108 = 324 tiles
+    assert _wave_flops(2048, 2560, 8192, a100) == pytest.approx(324 * 2 * 128 * 128 * 8192)
+    # never below the matmul's own FLOPs, and a TPU runs just those
+    assert _wave_flops(4096 * 8, 8192, 8192, a100) >= 2 * 4096 * 8 * 8192 * 8192
+    assert _wave_flops(128, 2560, 8192, sl.chip("tpu-v5e")) == 2 * 128 * 2560 * 8192
 
 
 def test_chapter_8_quotes_the_held_out_errors():
@@ -158,8 +182,10 @@ def test_chapter_8_quotes_the_held_out_errors():
     held = [abs(sl.inference_estimate_error(r)) for r in sl.inference_results(held_out=True)
             if r.measured and r.name not in ("nim-h100x2-itl", "nim-h100x2-ttft")]
     for phrase in (f"a 2048-token prompt on four A100s comes out {-err['trtllm-a100x4-ttft']:.0%} fast",
-                   f"128-token prompt comes out {-err[h100]:.0%} too fast on four H100s and {-err[a100]:.0%} on "
-                   f"four A100s, some {gap[h100]:.0f} and {gap[a100]:.0f} ms short",
+                   f"128-token prompt comes out {err[a100]:.0%} too slow on four A100s but {-err[h100]:.0%} too "
+                   f"fast on four H100s, {gap[h100]:.0f} ms short of {HELD_OUT[h100]['reported'] * 1e3:.0f} ms",
                    f"the mean error is {sum(held) / len(held):.0%}, the worst {max(held):.0%}",
-                   f"comes out {-err[a100] * 100:.0f}-{-err[h100]:.0%} too fast"):
+                   f"128-token figure from 38% fast to within {err[a100]:.0%}, but the H100's only from 49% to "
+                   f"{-err[h100]:.0%} fast",
+                   f"comes out {err[a100]:.0%} slow on four A100s but {-err[h100]:.0%} too fast on four H100s"):
         assert phrase in text, phrase

@@ -252,3 +252,48 @@ def test_plan_at_names_the_plan_of_each_position_of_the_grid():
     for bad in (-1, found.step_times_s.size, 1.5, True):
         with pytest.raises(sl.InvalidValueError, match=r"^`i` must be a whole number from 0 to "):
             found.plan_at(bad)
+
+
+#: the training validation's runs, read from the data file itself (not from the code under test)
+_RUNS = [r for t in ("run", "step_run") for r in __import__("tomllib").loads(
+    (__import__("pathlib").Path(sl.__file__).parent / "data" / "training_runs.toml").read_text())[t]]
+
+
+def test_a_search_by_the_estimate_warns_when_its_best_plan_is_outside_the_validation():
+    import warnings
+
+    # GPT-3 175B on 1,024 A100s: the estimate's best is FSDP 1024, which no validated GPU run used, at an estimated
+    # MFU above every A100 run's published utilisation (at most 52%, Megatron's)
+    gpt3 = sl.ModelSpec(name="gpt-3-175b", L=96, D=12288, F=49152, N=96, K=96, H=128, V=51200, gated=False,
+                        tied_embeddings=True)
+    top_a100 = max(r["reported"] for r in _RUNS if r["chip"] == "a100" and r["quantity"] in ("mfu", "hfu"))
+    assert not any(r.get("fsdp", 1) > 1 for r in _RUNS if r["chip"] in ("a100", "h100"))
+    with pytest.warns(sl.OutsideValidationWarning, match=r"FSDP 1024: the validated GPU runs have none") as caught:
+        found = sl.search_plans(gpt3, 1536 * 2048, sl.gpu_cluster(128, "a100"), seq_len=2048, rank="estimate")
+    assert found.best.plan.fsdp == 1024 and found.best.estimated_mfu > top_a100
+    assert f"at most {top_a100:.0%}, megatron-" in str(caught[0].message)
+    assert caught[0].filename == __file__                              # it points at the caller's line
+    assert found.outside_validation[0] == "FSDP 1024: the validated GPU runs have none"
+    assert any("estimated MFU" in why for why in found.outside_validation)
+    with pytest.warns(sl.OutsideValidationWarning) as caught:           # one uniform call away: the derivation
+        derivation = sl.explain(sl.search_plans, gpt3, 1536 * 2048, sl.gpu_cluster(128, "a100"), seq_len=2048,
+                                rank="estimate")
+    assert "outside the training validation: FSDP 1024" in str(derivation) and caught[0].filename == __file__
+    # TP 16 on a TPU v4: PaLM's 12-way model parallelism is the widest validated
+    with pytest.warns(sl.OutsideValidationWarning, match=r"TP 16: the validated TPU runs have up to 12 \(palm-540b"):
+        sl.search_plans("llama-3.1-405b", 2**21, sl.tpu_slice((8, 8, 16), "tpu-v4p"), seq_len=4096, rank="estimate")
+    # a chip no run was measured on
+    with pytest.warns(sl.OutsideValidationWarning, match=r"no validated run on tpu-v5e chips"):
+        sl.search_plans("llama-3-8b", 2**20, sl.tpu_slice((4, 4), "tpu-v5e"), seq_len=4096, rank="estimate")
+
+    # inside: Llama 3 8B on a TPU v4 4x4x4 with matmuls at half of peak: FSDP 32 x TP 2 (PaLM ran FSDP 256 x TP 12
+    # on v4), an estimated MFU of 45% (PaLM measured 46.2%): no warning, nothing outside
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sl.OutsideValidationWarning)
+        inside = sl.search_plans("llama-3-8b", 2**18, sl.tpu_slice((4, 4, 4), "tpu-v4p"), seq_len=4096,
+                                 rank="estimate", efficiency=0.5)
+        assert inside.best.plan.fsdp * inside.best.plan.tensor == 64 and inside.best.plan.tensor <= 12
+        assert inside.best.estimated_mfu <= 0.462 and inside.outside_validation == ()
+        # the roofline ranking is a bound, not a forecast: it never warns, whatever it picks
+        bound = sl.search_plans(gpt3, 1536 * 2048, sl.gpu_cluster(128, "a100"), seq_len=2048)
+        assert bound.outside_validation == ()
