@@ -753,7 +753,7 @@ def test_external_links_are_listed(browser, site, reports) -> None:
             pages_of.setdefault(link, []).append(docname)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     listing = "".join(f"{link}\t{' '.join(pages)}\n" for link, pages in sorted(pages_of.items()))
-    (SCREENSHOTS / "external-links.txt").write_text(listing, encoding="utf8")
+    (SCREENSHOTS / f"{_SHOT_PREFIX}external-links.txt").write_text(listing, encoding="utf8")
     print(f"{len(pages_of)} external link(s), not fetched:\n{listing}")
     assert pages_of, "no external link at all: the repository and Colab links should be there"
     insecure = [link for link in pages_of if not link.startswith("https://")]
