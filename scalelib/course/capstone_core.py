@@ -1,10 +1,14 @@
-"""Chapter 11's capstone briefs: one per learner, so that two learners' capstones differ.
+"""Chapter 11's capstone briefs, as drawn: what a brief holds and how a number becomes one.
+
+The name a learner gives is turned into a brief by :mod:`scalelib.course.capstone`, which redraws the
+rare brief whose answers the chapter's own cells would compute by chance; this module is the layer
+below it (the answer key and the checker import it, and it imports neither).
 
 A brief is a small planning job: train a given model on a given number of tokens before a deadline,
 choosing among the chips a cloud can lend, and then serve it under a latency target and a daily load of
 requests (a prompt and the tokens it generates), weighing the brief's serving chip against another (a GPU
 against a TPU, at the brief's prices: a GPU at its list price or at a discount).
-:func:`capstone_brief` draws a learner's brief from their name (a hash of it picks the model, the
+:func:`scalelib.course.capstone.capstone_brief` draws a learner's brief from their name (a hash of it picks the model, the
 amount of training, the deadline, the cloud, the serving chip, the precision, the context, the target
 and the load), so the same name always gives the same brief, on the learner's machine and in the
 grader. Figures that follow from others (the budget, the serving slice) are computed by scalelib,
@@ -32,7 +36,7 @@ from .._transformer import params, train_flops
 from .._units import fmt
 
 #: What a brief is drawn from. Each tuple is one choice of the brief; the learner's hash picks one entry
-#: of each (see :func:`capstone_brief`). Models are the course's presets (scalelib/data/models.toml).
+#: of each (see :func:`scalelib.course.capstone.capstone_brief`). Models are the course's presets (scalelib/data/models.toml).
 MODELS = ("llama-3-8b", "llama-2-13b", "gemma-2-27b", "llama-3-70b")
 #: Training tokens per parameter (the Chinchilla optimum is about 20; LLaMA 3 went far past it).
 TOKENS_PER_PARAM = (20, 100, 200)
@@ -176,8 +180,9 @@ def normalize_name(name: str) -> str:
     return re.sub(r"[\W_]+", "", name.casefold())
 
 
-def variant_of(name: str) -> int:
-    """The brief number (0 to VARIANTS - 1) a learner's name draws."""
+def drawn_variant(name: str) -> int:
+    """The brief number (0 to VARIANTS - 1) a learner's name draws first (before any redraw; see
+    :func:`scalelib.course.capstone.variant_of`)."""
     key = normalize_name(name)
     return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % VARIANTS
 
@@ -211,53 +216,6 @@ def cheapest_chip(flops: float, available, days: float, mfu: float) -> str:
     if not feasible:
         raise InvalidValueError("no chip the cloud lends meets the deadline")
     return min(feasible, key=lambda name: training_cost_usd(flops, name, mfu))
-
-
-def capstone_brief(learner: str | None = None, *, variant: int | None = None) -> CapstoneBrief:
-    """The capstone brief of `learner` (their name or student id, as the instructor grades them).
-
-    The same name always gives the same brief; two names most likely give different ones (there are
-    ``scalelib.course.capstone.VARIANTS`` of them). The brief becomes the current one: chapter 11's
-    checks use it.
-
-    Args:
-        learner: your name or student id (a non-empty string; case, spaces and punctuation do not matter).
-        variant: instead of a name, a brief's number (0 to VARIANTS - 1), for instructors looking briefs over.
-
-    Returns:
-        a :class:`CapstoneBrief`.
-
-    Chapter:
-        11 (Capstone)
-
-    Example:
-        >>> brief = capstone_brief("Ada Lovelace")
-        >>> brief == capstone_brief("ada lovelace")
-        True
-    """
-    if (learner is None) == (variant is None):
-        raise InvalidValueError("capstone_brief: give your name (capstone_brief('Ada Lovelace')) or, for "
-                                "instructors, variant=<a number from 0 to "
-                                f"{VARIANTS - 1}>, one of the two")
-    if learner is not None:
-        if not isinstance(learner, str) or not normalize_name(learner):
-            raise InvalidValueError(f"`learner` must be your name or student id (letters or digits), got {learner!r}")
-        name = " ".join(learner.split())
-        number = variant_of(name)
-    else:
-        if isinstance(variant, bool) or not isinstance(variant, int) or not 0 <= variant < VARIANTS:
-            raise InvalidValueError(f"`variant` must be a whole number from 0 to {VARIANTS - 1}, got {variant!r}")
-        name, number = f"variant {variant}", variant
-    brief = _make(name, number)
-    global _CURRENT
-    _CURRENT = brief
-    return brief
-
-
-def brief_for(learner: str) -> CapstoneBrief:
-    """The brief of `learner`, without making it the current one (the grader's view); see :func:`capstone_brief`."""
-    name = " ".join(learner.split())
-    return _make(name, variant_of(name))
 
 
 def same_learner(name: str, learner: str) -> bool:
@@ -305,6 +263,13 @@ def _gpu_price_factor(number: int) -> float:
 _CURRENT: CapstoneBrief | None = None
 
 
+def make_current(brief: CapstoneBrief) -> CapstoneBrief:
+    """Make `brief` the current one (what :func:`scalelib.course.capstone.capstone_brief` does)."""
+    global _CURRENT
+    _CURRENT = brief
+    return brief
+
+
 def current() -> CapstoneBrief | None:
     """The brief made last in this process (None before any)."""
     return _CURRENT
@@ -312,10 +277,11 @@ def current() -> CapstoneBrief | None:
 
 def sample() -> CapstoneBrief:
     """The brief the course's solved notebook works: the current one if any, else the sample learner's."""
-    return _CURRENT if _CURRENT is not None else brief_for(SAMPLE_LEARNER)
+    return _CURRENT if _CURRENT is not None else _make(SAMPLE_LEARNER, drawn_variant(SAMPLE_LEARNER))
 
 
-#: The learner whose brief the solved chapter shows.
+#: The learner whose brief the chapter and the solved notebook work (their brief is the first draw, never
+#: redrawn: the chapter publishes it whole).
 SAMPLE_LEARNER = "Grace Hopper"
 
 

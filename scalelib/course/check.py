@@ -896,7 +896,7 @@ def verdict(exercise_id: str, answer, *, cases=None) -> Verdict:
     if answer is None or answer is Ellipsis:
         return Verdict(exercise.id, NOT_ATTEMPTED, f"⬜ Exercise {exercise.id}: not attempted.")
     if exercise.per_learner:
-        from .capstone import current
+        from .capstone_core import current
 
         if current() is None:
             return Verdict(exercise.id, NOT_ATTEMPTED, f"⬜ Exercise {exercise.id}: make your capstone brief first "

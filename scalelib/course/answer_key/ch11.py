@@ -23,8 +23,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from .. import capstone
-from ..capstone import cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
+from .. import capstone_core as capstone
+from ..capstone_core import cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
 from ..check import Exercise, register
 from ._tools import rename, slip
 from ..._derivation import Derivation, explain, q
@@ -188,7 +188,14 @@ def _offered(name: str, need: int, lent: int):
 
 def _training_slice(b=None, *, mfu=None):
     """(chips, topology, slices, best plan, days) for `b` (the current brief by default); see :func:`_search`."""
-    return _search(b or sample(), mfu)
+    return _search(_training_key(b or sample()), mfu)
+
+
+def _training_key(b):
+    """`b` with its serving half blanked: the search reads the training half only, and briefs that share it share
+    the search."""
+    return replace(b, learner="", variant=0, budget_usd=0.0, serve_chip="", serve_chips=0, weight_dtype="",
+                   kv_dtype="", context=0, latency_s=0.0, daily_output_tokens=0.0, gpu_price_factor=1.0)
 
 
 @functools.lru_cache(maxsize=512)
@@ -196,7 +203,7 @@ def _search(b, mfu):
     """(chips, topology, slices, best plan, days): the first offered slice whose best plan meets the deadline.
 
     The search grows from the deadline's chip count (11.2) and stops at the largest slice the cloud
-    lends, met or not (the question says so).
+    lends, met or not (the question says so). `b` is a brief with its serving half blanked.
     """
     name = _chosen(b)
     m = b.mfu if mfu is None else mfu
@@ -214,7 +221,7 @@ def _search(b, mfu):
             if days <= b.deadline_days:
                 return last
     if last is None:
-        raise ScalelibError(f"capstone brief {b.variant}: no slice of {name} holds a plan")
+        raise ScalelibError(f"capstone brief ({b.model} on {b.cloud}): no slice of {name} holds a plan")
     return last
 
 
@@ -556,3 +563,4 @@ register(Exercise(
     }, 0.02),
     per_learner=True,
 ))
+
