@@ -124,6 +124,30 @@ def test_gpu_or_tpu_goes_both_ways_across_learners():
                                                                            answers.count("tpu-v5e"))
 
 
+def test_the_sharding_goes_both_ways_across_learners_and_is_what_the_search_s_kinds_of_plan_show():
+    # 11.12: FSDP alone reaches the best step on 11.3's slice for some briefs, only FSDP + TP for others
+    answers = [ch11._sharding(capstone.brief_for(n)) for n in MANY_LEARNERS]
+    assert answers.count("FSDP") >= 75 and answers.count("FSDP + TP") >= 75, (answers.count("FSDP"),
+                                                                              answers.count("FSDP + TP"))
+    # the learner's way (the solution's): the fastest plan of each kind, read from the search's runners-up
+    for name in MANY_LEARNERS[:24]:
+        b = capstone.brief_for(name)
+        n, topo, k, best, days = ch11._training_slice(b)
+        plans = sl.search_plans(b.model, b.batch_tokens, topo, seq_len=b.seq_len, slices=k, rank="roofline",
+                                runners_up=50)
+        hbm = sl.chip(ch11._chosen(b)).hbm_bytes
+        alone = [c for c in [plans.best] + [c for c, _ in plans.runners_up]
+                 if c.plan.tensor == 1 and c.plan.pipeline == 1 and c.memory_bytes["total"] <= hbm
+                 and c.time_s <= plans.best.time_s * (1 + 1e-9)]
+        assert ch11._sharding(b) == ("FSDP" if alone else "FSDP + TP"), name
+        if not alone:  # the best plan then has tensor parallelism: the choice names it
+            assert best.plan.tensor > 1, (name, best.plan.label)
+        with capstone.using(b):
+            other = {"FSDP": "FSDP + TP", "FSDP + TP": "FSDP"}[ch11._sharding(b)]
+            assert sl.verdict("11.12", ch11._sharding(b)).status == "correct"
+            assert sl.verdict("11.12", other).status == "incorrect"
+
+
 def test_a_brief_s_gpu_price_is_its_list_price_or_its_discount_and_a_tpu_s_its_list_price():
     briefs = [capstone.brief_for(f"learner {i}") for i in range(40)]
     assert {b.gpu_price_factor for b in briefs} == set(capstone.GPU_SERVE_PRICE_FACTORS)

@@ -9,7 +9,8 @@ The chapter works the sample brief; the exercises ask for the decisions it leave
 none of them is a figure the chapter's cells compute for a brief (tests/test_capstone.py re-runs the
 chapter with other learners' briefs to hold that): which training chip meets the deadline for the
 least money, the chips it needs, the smallest slice whose best plan (chapter 5's plan search) meets the
-deadline and what the run costs on it, the tokens the budget buys, the other serving chip's batch and
+deadline and what the run costs on it, whether FSDP alone reaches that slice's best step (a choice,
+graded against the search's grid), the tokens the budget buys, the other serving chip's batch and
 cost (GPU against TPU at the brief's prices), the prefill and generate pools of disaggregated serving,
 one FSDP gather named by chapter 3's plan and confirmed against the compiled HLO, and a generate step's
 collectives set against the latency target. The book's chapter 11 is a reading list and asks no
@@ -22,6 +23,8 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+
+import numpy as np
 
 from .. import capstone_core as capstone
 from ..capstone_core import cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
@@ -564,3 +567,56 @@ register(Exercise(
     per_learner=True,
 ))
 
+
+# 11.12: the sharding, as a choice -------------------------------------------------
+
+#: The shardings 11.12 names: FSDP alone (data parallelism and DCN replicas allowed, no tensor or pipeline
+#: parallelism), or FSDP with tensor parallelism.
+SHARDINGS = ("FSDP", "FSDP + TP")
+
+
+@functools.lru_cache(maxsize=512)
+def _plans(b, mfu):
+    """Chapter 5's search on 11.3's slice, every plan priced (`b` with its serving half blanked)."""
+    n, topo, k, best, days = _search(b, mfu)
+    return search_plans(b.model, b.batch_tokens, topo, seq_len=b.seq_len, slices=k, rank="roofline", runners_up=0)
+
+
+def _sharding_times(b=None) -> tuple[float, float]:
+    """(the best plan's step, the best step of a plan with neither tensor nor pipeline parallelism) on 11.3's
+    slice, both at peak, among the plans that fit (inf if none without them fits)."""
+    b = b or sample()
+    key = _training_key(b)
+    search = _plans(key, None)
+    g, t, memory = search.grid, search.step_times_s, search.memory_bytes
+    fits = np.isfinite(t) & (memory <= chip(_chosen(b)).hbm_bytes)
+    plain = fits & (g["tensor"] == 1) & (g["pipeline"] == 1)
+    return search.best.time_s, float(t[plain].min()) if plain.any() else math.inf
+
+
+def _sharding(b=None) -> str:
+    """11.12's reference: FSDP if a plan without tensor or pipeline parallelism reaches the best step on 11.3's
+    slice, FSDP + TP if only a plan with tensor parallelism does."""
+    b = b or sample()
+    best, plain = _sharding_times(b)
+    if plain <= best * (1 + 1e-9):
+        return "FSDP"
+    n, topo, k, chosen, days = _training_slice(b)
+    if chosen.plan.tensor == 1:  # the two names would not cover this brief (a bug in the brief's lists)
+        raise ScalelibError(f"capstone brief ({b.model} on {b.cloud}): the best plan {chosen.plan.label} needs a "
+                            f"pipeline, not tensor parallelism")
+    return "FSDP + TP"
+
+
+register(Exercise(
+    id="11.12",
+    title="The sharding of the slice, FSDP alone or with tensor parallelism",
+    reference=lambda: _sharding(),
+    kind="choice",
+    choices=SHARDINGS,
+    reason=("On a slice the batch fills, FSDP alone is compute-bound while each chip's share of the batch is at "
+            "least C / W over the axes it uses (chapter 5) and the activations fit without recomputing too much; "
+            "where either fails, tensor parallelism shrinks each FSDP gather and each chip's activations, and "
+            "chapter 5's search prices the difference."),
+    per_learner=True,
+))
