@@ -854,7 +854,6 @@ def _symbols(text: str) -> tuple[list[str], list[str]]:
 PENDING_SYMBOLS: dict[str, str] = {
     '3.13': 'defined, unused: n',
     '4.13': 'defined twice: E',
-    '6.14': 'defined, unused: the best',
     '7.1': 'defined twice: P, kv',
     '7.2': 'defined twice: P, kv',
     '7.9': 'defined twice: E',
@@ -863,10 +862,6 @@ PENDING_SYMBOLS: dict[str, str] = {
     '8.12': 'defined twice: N',
     '8.16': 'defined twice: N, C, B',
     '12.7': 'defined twice: waves, t_wave',
-    '12.31': 'defined twice: Y; defined, unused: Y',
-    '12.32': 'defined, unused: Y',
-    '12.37': 'defined twice: Y; defined, unused: Y',
-    '12.39': 'defined twice: Y; defined, unused: Y',
 }
 
 
