@@ -854,8 +854,6 @@ def _symbols(text: str) -> tuple[list[str], list[str]]:
 PENDING_SYMBOLS: dict[str, str] = {
     '3.13': 'defined, unused: n',
     '4.13': 'defined twice: E',
-    '7.1': 'defined twice: P, kv',
-    '7.2': 'defined twice: P, kv',
     '7.9': 'defined twice: E',
     '8.6': 'defined twice: N',
     '8.11': 'defined twice: N',
