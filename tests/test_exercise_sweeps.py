@@ -857,7 +857,6 @@ PENDING_SYMBOLS: dict[str, str] = {
     '8.11': 'defined twice: N',
     '8.12': 'defined twice: N',
     '8.16': 'defined twice: N, C, B',
-    '12.7': 'defined twice: waves, t_wave',
 }
 
 
