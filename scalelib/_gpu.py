@@ -391,9 +391,9 @@ def _hierarchical(name, nbytes, topology, group, inner, *, sharp=False, passes=1
     steps = _level_steps(V, levels, sharp=sharp, passes=passes)
     value = np.maximum.reduce([np.asarray(s.value, dtype=float) for s in steps])
     ring = "" if sharp else "D: the ring's degree at that level (children taking part); "
-    if Y > 1:  # S = max(Y, GPUs below one child): written as an equation, so that Y is read as used
-        where = (f"V: bytes of the whole array; {ring}S = max(Y, GPUs below one child), the GPUs whose traffic "
-                 f"shares one child's link; Y: GPUs of the inner axis the array is also sharded over",)
+    if Y > 1:  # S = max(Y, GPUs below one child) as an equation, so that Y is read as used
+        where = (f"V: bytes of the whole array; {ring}S: GPUs whose traffic shares one child's link, "
+                 f"S = max(Y, GPUs below one child); Y: GPUs of the inner axis the array is also sharded over",)
     else:
         where = (f"V: bytes of the whole array; {ring}S: GPUs whose traffic shares one child's link, the GPUs "
                  f"below one child",)
@@ -518,10 +518,10 @@ def hierarchical_data_parallel_critical_batch(topology, *, group=None, inner=1, 
     terms = ", ".join(f"({D} − 1)/({D} · {S} · {q(w, 'B/s')})" for _, D, S, w, _ in levels)
     crossed = ", ".join(level for level, *_ in levels)
     where = (f"C: a GPU's peak FLOP/s; one term per level the data-parallel rings cross ({crossed})",)
-    if Y > 1:  # S = max(Y, GPUs below one child): written as an equation, so that Y is read as used
-        where += ("D: the ring's degree at that level; S = max(Y, GPUs below one child), the GPUs whose traffic "
-                  "shares one child's link; Y: model-parallel GPUs per replica; w: that link's bandwidth per GPU, "
-                  "one way",)
+    if Y > 1:  # S = max(Y, GPUs below one child) as an equation, so that Y is read as used
+        where += ("D: the ring's degree at that level; S: GPUs whose traffic shares one child's link, "
+                  "S = max(Y, GPUs below one child); Y: model-parallel GPUs per replica; w: that link's bandwidth "
+                  "per GPU, one way",)
     else:
         where += ("D: the ring's degree at that level; S: GPUs whose traffic shares one child's link, the GPUs "
                   "below one child; w: that link's bandwidth per GPU, one way",)
