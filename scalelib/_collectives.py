@@ -108,7 +108,9 @@ def _torus(name: str, nbytes, V, topo: TpuSlice, axes, hop_latency_s: float) -> 
         where.append("Σ W: the bandwidth a chip has over all the axes used (their rates add)")
     if re.search(r"\bn\b", text) or re.search(r"\bN\b", text):
         where.append("n: chips along an axis" + ("; N: chips over all the axes used" if re.search(r"\bN\b", text) else ""))
-    where.append(f"hops: {', '.join(_WHERE_HOPS[m] for m in modes)} (over {''.join(used)}); T_hop: one hop's latency")
+    # an equation, so that n (and N) read as used where the hops count them
+    where.append(f"hops = {', '.join(_WHERE_HOPS[m] for m in modes)}, summed over the axes used ({''.join(used)}); "
+                 f"T_hop: one hop's latency")
     return Derivation(
         f"T_{name}({axes_text})", f"max({pre}T_hop · hops, {text})",
         lambda: f"max({pre}{q(hop_latency_s, 's')} · {hops}, {subs()})",

@@ -391,10 +391,12 @@ def _hierarchical(name, nbytes, topology, group, inner, *, sharp=False, passes=1
     steps = _level_steps(V, levels, sharp=sharp, passes=passes)
     value = np.maximum.reduce([np.asarray(s.value, dtype=float) for s in steps])
     ring = "" if sharp else "D: the ring's degree at that level (children taking part); "
-    where = (f"V: bytes of the whole array; {ring}S: GPUs whose traffic shares one child's link, "
-             f"max(Y, GPUs below one child)",)
-    if Y > 1:
-        where += (f"Y: GPUs of the inner axis the array is also sharded over, here {Y}",)
+    if Y > 1:  # S = max(Y, GPUs below one child) as an equation, so that Y is read as used
+        where = (f"V: bytes of the whole array; {ring}S: GPUs whose traffic shares one child's link, "
+                 f"S = max(Y, GPUs below one child); Y: GPUs of the inner axis the array is also sharded over",)
+    else:
+        where = (f"V: bytes of the whole array; {ring}S: GPUs whose traffic shares one child's link, the GPUs "
+                 f"below one child",)
     names = ", ".join(s.symbol for s in steps)
     return Derivation(symbol, f"max({names})" if len(steps) > 1 else steps[0].symbol,
                       lambda: f"max({', '.join(q(s.value, 's') for s in steps)})" if len(steps) > 1 else "",
@@ -437,7 +439,7 @@ def hierarchical_allgather_time_s(nbytes, topology, *, group=None, inner=1):
         T_leaf = V · (D − 1) / (D · S · w) = 1 GB · (2 − 1) / (2 · 8 · 50 GB/s) = 1.25 ms
           where w: a GPU's share of its node's egress to the leaf, one way
         T_AllGather(16 GPUs) = max(T_node, T_leaf) = max(1.94 ms, 1.25 ms) = 1.94 ms
-          where V: bytes of the whole array; D: the ring's degree at that level (children taking part); S: GPUs whose traffic shares one child's link, max(Y, GPUs below one child)
+          where V: bytes of the whole array; D: the ring's degree at that level (children taking part); S: GPUs whose traffic shares one child's link, the GPUs below one child
     """
     return _hierarchical("AllGather", nbytes, topology, group, inner)
 
@@ -515,11 +517,14 @@ def hierarchical_data_parallel_critical_batch(topology, *, group=None, inner=1, 
     per_byte = max((D - 1) / (D * S * w) for _, D, S, w, _ in levels)
     terms = ", ".join(f"({D} − 1)/({D} · {S} · {q(w, 'B/s')})" for _, D, S, w, _ in levels)
     crossed = ", ".join(level for level, *_ in levels)
-    where = (f"C: a GPU's peak FLOP/s; one term per level the data-parallel rings cross ({crossed})",
-             "D: the ring's degree at that level; S: GPUs whose traffic shares one child's link, max(Y, GPUs below "
-             "one child); w: that link's bandwidth per GPU, one way")
-    if Y > 1:
-        where += (f"Y: model-parallel GPUs per replica, here {Y}",)
+    where = (f"C: a GPU's peak FLOP/s; one term per level the data-parallel rings cross ({crossed})",)
+    if Y > 1:  # S = max(Y, GPUs below one child) as an equation, so that Y is read as used
+        where += ("D: the ring's degree at that level; S: GPUs whose traffic shares one child's link, "
+                  "S = max(Y, GPUs below one child); Y: model-parallel GPUs per replica; w: that link's bandwidth "
+                  "per GPU, one way",)
+    else:
+        where += ("D: the ring's degree at that level; S: GPUs whose traffic shares one child's link, the GPUs "
+                  "below one child; w: that link's bandwidth per GPU, one way",)
     return Derivation("B_crit per GPU", "C · max over levels (D − 1) / (D · S · w)",
                       lambda: f"{q(C.value, 'FLOP/s')} · max({terms})" if len(levels) > 1
                       else f"{q(C.value, 'FLOP/s')} · {terms}",

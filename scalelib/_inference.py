@@ -76,8 +76,10 @@ class _Served:
         kv = nonnegative(kv_arg, kv_bytes_per_token)
         if np.ndim(kv):
             raise InvalidValueError(f"`{kv_arg}` must be one number of bytes, got {shown(kv_bytes_per_token)}")
-        self.total = self.active = Derivation("P", "given", "", count_, "params", where=("P: parameters",))
-        self.kv = Derivation("kv", "given", "", kv, "B", where=("kv: KV-cache bytes per token",))
+        # the same meanings as the step's and the weights' own lines: one symbol, one meaning in a derivation
+        self.total = self.active = Derivation("P", "given", "", count_, "params",
+                                              where=(f"P: parameters of {self.name}",))
+        self.kv = Derivation("kv", "given", "", kv, "B", where=("kv: KV bytes per token",))
 
     def weight_bytes(self, weight_dtype) -> Derivation:
         w = bytes_per_value(weight_dtype)

@@ -403,7 +403,7 @@ def search_plans(model, B, topology, *, seq_len, slices=1, pipeline=True, max_mi
                           returns=found)
     return Derivation(f"T_step(best of {found.evaluated} plans)", "min over plans that fit of T_step",
                       lambda: f"T_step({found.best.plan.label})", found.best.time_s, "s",
-                      where=(f"{found.legal} of {found.evaluated} plans fit; the best: {found.best.plan!r}",),
+                      where=(f"{found.legal} of {found.evaluated} plans fit; the best is {found.best.plan!r}",),
                       returns=found)
 
 

@@ -96,7 +96,7 @@ def _mlp_params(m: ModelSpec, active: bool) -> Derivation:
     text = f"{m.moe_layers}·({experts_text}·{c}·{D}·{F} + {D}·{E})"
     value = m.moe_layers * ((used + s) * c * D * F + D * E)
     where = [f"L_moe: the {m.moe_layers} layers with experts; "
-             + ("E, k: routed experts per layer, and those a token uses" if active else "E: routed experts per layer")
+             + ("E: routed experts per layer; k: the experts a token uses" if active else "E: routed experts per layer")
              + ("; s: shared experts, used by every token" if s else "") + "; D·E: the router's weights"]
     if m.dense_layers:
         formula += f" + L_dense·{c}·D·F_dense"

@@ -1,230 +1,315 @@
 """Chapter 11's capstone briefs: one per learner, so that two learners' capstones differ.
 
-A brief is a small planning job: train a given model on a given number of tokens before a deadline,
-choosing among the chips a cloud can lend, and then serve it under a latency target and a daily load of
-requests (a prompt and the tokens it generates), weighing the brief's serving chip against another (a GPU
-against a TPU, at the brief's prices: a GPU at its list price or at a discount).
-:func:`capstone_brief` draws a learner's brief from their name (a hash of it picks the model, the
-amount of training, the deadline, the cloud, the serving chip, the precision, the context, the target
-and the load), so the same name always gives the same brief, on the learner's machine and in the
-grader. Figures that follow from others (the budget, the serving slice) are computed by scalelib,
-never typed in.
-
-The exercises of chapter 11 (``answer_key/ch11.py``) are checked against the brief made last in the
-learner's kernel (:func:`current`); the grader judges each answer against the brief of the name the
-notebook used and reports, in the gradebook, a name that is not the submission's learner.
+A learner's name draws a brief (:mod:`scalelib.course.capstone_core` says what a brief holds and how a
+number becomes one). The chapter works a sample brief, and a learner may re-run it with their own name:
+it then redoes its arithmetic for their brief, and its numbers must not answer their exercises. None of
+them is an answer's own computation, but among some forty numbers a brief's answer can land on one by
+chance (a plan's FSDP degree of 576 next to 575.99 chips before rounding), or on the sum of two. Such a
+brief is redrawn, by construction: :func:`chance_matches` checks a brief's answers against the numbers
+the chapter computes for it (:func:`chapter_numbers`, the chapter's cells computed again here, and held
+to them by tests/test_capstone.py); :func:`write_redraws` runs that check on every brief and writes the
+numbers of those it fails to ``scalelib/data/capstone_redraws.toml``; and :func:`variant_of`, when a
+name draws one of them, draws again from the name with a counter until a brief is clear. The same name
+always gives the same brief, on the learner's machine, in the grading kernel (which cannot import the
+answer key the check needs, but reads the list) and in the grader.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import hashlib
+import itertools
 import math
 import re
-from dataclasses import dataclass, field
-from typing import Iterator
+import tomllib
+from importlib import resources
+from pathlib import Path
 
 from .._errors import InvalidValueError
+from .._inference import generate_comms_time_s, generate_step_time_s, max_batch_size, max_batch_within_latency
+from .._inference import prefill_time_s, tokens_per_s_per_chip
 from .._models import model as _model
-from .._serving import min_chips, usd_per_chip_hour
+from .._parallelism import data_parallel_critical_batch
+from .._plan_search import search_plans
+from .._serving import smallest_slice
 from .._specs import chip as _chip
-from .._transformer import params, train_flops
-from .._units import fmt
-from .i18n import _, using_language
+from .._topology import tpu_slice
+from .._transformer import kv_cache_bytes, param_bytes, params, train_flops, training_state_bytes
+from .._serving import usd_per_chip_hour
+from .i18n import _
+from .capstone_core import (BATCH_TOKENS, BUDGET_FACTORS, CLOUDS, CONTEXTS, DAILY_OUTPUT_TOKENS, DEADLINE_DAYS,
+                            GPU_SERVE_PRICE_FACTORS, LATENCIES_S, MFU, MODELS, OTHER_SERVE_CHIP, OUTPUT_TOKENS,
+                            SAMPLE_LEARNER, SEQ_LENS, SERVE_CHIPS, SERVE_SLICE_SEQUENCES, TOKENS_PER_PARAM,
+                            VARIANTS, WEIGHT_DTYPES, CapstoneBrief, _CHOICES, _gpu_price_factor, _make, _pick,
+                            _significant, cheapest_chip, chips_for_deadline, current, drawn_variant, make_current,
+                            normalize_name, same_learner, sample, training_cost_usd, training_flops, using)
 
-#: What a brief is drawn from. Each tuple is one choice of the brief; the learner's hash picks one entry
-#: of each (see :func:`capstone_brief`). Models are the course's presets (scalelib/data/models.toml).
-MODELS = ("llama-3-8b", "llama-2-13b", "gemma-2-27b", "llama-3-70b")
-#: Training tokens per parameter (the Chinchilla optimum is about 20; LLaMA 3 went far past it).
-TOKENS_PER_PARAM = (20, 100, 200)
-SEQ_LENS = (4096, 8192)
-DEADLINE_DAYS = (21, 45, 90)
-#: The clouds: how many chips of each kind one will lend for the training run.
-CLOUDS = (
-    ("Cloud A", (("tpu-v5e", 2048), ("tpu-v5p", 2048), ("h100", 1024))),
-    ("Cloud B", (("tpu-v5p", 4096), ("h100", 2048), ("b200", 256))),
-    ("Cloud C", (("tpu-v5e", 4096), ("h100", 512), ("b200", 1024))),
-)
-#: The budget as a multiple of the cheapest plan that meets the deadline (rounded to 2 significant figures).
-BUDGET_FACTORS = (0.6, 1.5)
-SERVE_CHIPS = ("tpu-v5e", "h100")
-WEIGHT_DTYPES = ("int8", "bf16")
-CONTEXTS = (4096, 16384)
-#: Latency targets per output token. Each lies above a batch of one's step and below the step with the memory
-#: full, on both serving chips of every serving draw (tests/test_capstone.py), so the target binds every brief.
-LATENCIES_S = (0.013, 0.017)
-DAILY_OUTPUT_TOKENS = (2e9, 3e10)
-#: Utilisation every brief assumes for training (the book's planning figure in ch. 6).
-MFU = 0.4
-#: The serving slice holds the weights and this many sequences' KV caches at the brief's context.
-SERVE_SLICE_SEQUENCES = 64
-#: Tokens per training step (batch), for the sharding part.
-BATCH_TOKENS = 4 * 2**20
-#: Tokens each request generates; its prompt fills the rest of the brief's context (see ``prompt_tokens``).
-OUTPUT_TOKENS = 1024
-#: The serving chip a brief weighs against its own (GPU against TPU at the brief's prices).
-OTHER_SERVE_CHIP = {"tpu-v5e": "h100", "h100": "tpu-v5e"}
-#: What the brief's cloud charges for a serving GPU, as a share of its list price: the list price, or a
-#: committed-use discount. At list price an H100 makes a generated token for about twice a v5e's cost; at the
-#: discount, most briefs' H100 is the cheaper: so "GPU or TPU" (11.8) goes both ways across learners.
-GPU_SERVE_PRICE_FACTORS = (1.0, 0.4)
+__all__ = ["BATCH_TOKENS", "BUDGET_FACTORS", "CLOUDS", "CONTEXTS", "DAILY_OUTPUT_TOKENS", "DEADLINE_DAYS",
+           "GPU_SERVE_PRICE_FACTORS", "LATENCIES_S", "MFU", "MODELS", "OTHER_SERVE_CHIP", "OUTPUT_TOKENS",
+           "SAMPLE_LEARNER", "SEQ_LENS", "SERVE_CHIPS", "SERVE_SLICE_SEQUENCES", "TOKENS_PER_PARAM", "VARIANTS",
+           "WEIGHT_DTYPES", "CapstoneBrief", "brief_for", "capstone_brief", "chapter_numbers", "cheapest_chip",
+           "chips_for_deadline", "current", "drawn_variant", "normalize_name", "same_learner", "sample",
+           "training_cost_usd", "training_flops", "using", "variant_of", "_CHOICES", "_gpu_price_factor", "_make",
+           "_pick", "_significant"]
 
-_CHOICES = (MODELS, TOKENS_PER_PARAM, SEQ_LENS, DEADLINE_DAYS, CLOUDS, BUDGET_FACTORS, SERVE_CHIPS,
-            WEIGHT_DTYPES, CONTEXTS, LATENCIES_S, DAILY_OUTPUT_TOKENS)
-#: How many different briefs there are.
-VARIANTS = math.prod(len(c) for c in _CHOICES)
+#: The slice the chapter's step 3 searches for the sample's chip, whatever the brief (book/ch11_capstone.ipynb).
+CHAPTER_SLICE = ((12, 16, 12), "tpu-v5p")
+#: How many times a name is drawn again before the draw gives up (a clear brief comes within two or three).
+MAX_REDRAWS = 50
 
 
-def _significant(x: float, digits: int = 2) -> float:
-    return float(f"{x:.{digits - 1}e}")
+_PREFIX = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3, "µ": 1e-6, "n": 1e-9}
 
 
-@dataclass(frozen=True)
-class CapstoneBrief:
-    """One learner's capstone: what to train, by when, where; what to serve, how fast, how much.
+def _text_numbers(text: str) -> list[float]:
+    """The numbers of a printed text, an SI prefix of their unit applied ("8.85 GB" is 8.85e9)."""
+    found = re.findall(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)(?:\s?([kMGTPmµn])(?=[A-Za-z/]))?", text)
+    return [float(n.replace(",", "")) * _PREFIX[p] for n, p in found]
+
+
+def _forms(x: float) -> set[float]:
+    """`x` and what a page may print for it: rounded to a whole number, or to three significant figures."""
+    return {x, float(round(x)), float(f"{x:.3g}")}
+
+
+@functools.lru_cache(maxsize=64)
+def _chapter_search(model: str, seq_len: int, batch_tokens: float):
+    shape, name = CHAPTER_SLICE
+    return search_plans(_model(model), batch_tokens, tpu_slice(shape, name), seq_len=seq_len, rank="roofline")
+
+
+def chapter_numbers(brief: CapstoneBrief) -> tuple[list[float], list[float]]:
+    """The numbers chapter 11's cells compute for `brief`, before rounding: (held, shown).
+
+    `held` are the values its cells keep in named variables (what a learner re-running the chapter can read
+    back); `shown` the others it prints (the search's table, the plan's degrees, the per-chip costs). The
+    chapter's cells are computed again here in the same order; tests/test_capstone.py runs the chapter for
+    300 names and checks that every number it holds is in `held` and every number of 100 or more it prints is
+    within 0.5% of one of these.
 
     Chapter:
         11 (Capstone)
     """
-
-    learner: str = field(compare=False)  # as the learner wrote it; briefs compare by content
-    variant: int
-    model: str
-    train_tokens: float
-    seq_len: int
-    deadline_days: float
-    cloud: str
-    available: tuple[tuple[str, int], ...]
-    budget_usd: float
-    mfu: float
-    batch_tokens: float
-    serve_chip: str
-    serve_chips: int
-    weight_dtype: str
-    kv_dtype: str
-    context: int
-    latency_s: float
-    daily_output_tokens: float
-    gpu_price_factor: float = 1.0
-
-    def serve_price(self, chip: str) -> float:
-        """USD per chip-hour the brief's cloud charges to serve on `chip`: the list price, a GPU's times the brief's
-        factor (rounded to 2 significant figures)."""
-        price = usd_per_chip_hour(chip)
-        return _significant(price * self.gpu_price_factor, 2) if _chip(chip).family != "tpu" else price
-
-    @property
-    def other_serve_chip(self) -> str:
-        """The serving chip the brief weighs against its own: an H100 for a TPU v5e brief, and back."""
-        return OTHER_SERVE_CHIP[self.serve_chip]
-
-    @property
-    def other_serve_chips(self) -> int:
-        """The other serving chip's slice: the smallest that holds the weights and the same caches as the brief's."""
-        return int(min_chips(_model(self.model), self.other_serve_chip, weight_dtype=self.weight_dtype,
-                             kv_dtype=self.kv_dtype, batch=SERVE_SLICE_SEQUENCES, context=self.context))
-
-    @property
-    def output_tokens(self) -> int:
-        """Tokens each request generates."""
-        return OUTPUT_TOKENS
-
-    @property
-    def prompt_tokens(self) -> int:
-        """Tokens of each request's prompt: the context less the tokens it generates."""
-        return self.context - OUTPUT_TOKENS
-
-    @property
-    def chips_available(self) -> dict[str, int]:
-        """Chip name -> how many the brief's cloud lends for training."""
-        return dict(self.available)
-
-    def rows(self) -> list[tuple[str, str]]:
-        """The brief as (item, value) rows, in the order a reader meets them (in English; see :meth:`shown_rows`)."""
-        with using_language("en"):
-            return self.shown_rows()
-
-    def shown_rows(self) -> list[tuple[str, str]]:
-        """:meth:`rows` in the learner's language (what the notebook shows)."""
-        def price(name: str, usd: float) -> str:
-            return _("{name} (USD {usd}/chip-hour)").format(name=name, usd=f"{usd:.2f}")
-
-        fleet = ", ".join(f"{n:,} " + price(name, usd_per_chip_hour(name)) for name, n in self.available)
-        return [
-            (_("Learner"), self.learner),
-            (_("Model"), f"{self.model} ({fmt(params(self.model), 'params')})"),
-            (_("Training tokens"), fmt(self.train_tokens, "tokens")),
-            (_("Sequence length"), _("{count} tokens").format(count=f"{self.seq_len:,}")),
-            (_("Deadline"), _("{days} days of training").format(days=f"{self.deadline_days:g}")),
-            (_("Chips the cloud lends"), f"{self.cloud}: {fleet}"),
-            (_("Budget for training"), f"USD {self.budget_usd:,.0f}"),
-            (_("Utilisation to plan with (MFU)"), f"{self.mfu:.0%}"),
-            (_("Batch"), _("{count} tokens per step").format(count=f"{self.batch_tokens:,.0f}")),
-            (_("Serving slice"), f"{self.serve_chips} " + price(self.serve_chip, self.serve_price(self.serve_chip))),
-            (_("Serving precision"), _("weights {weights}, KV cache {kv}").format(weights=self.weight_dtype,
-                                                                                 kv=self.kv_dtype)),
-            (_("Tokens cached per sequence"), f"{self.context:,}"),
-            (_("Latency target"), _("{latency} per output token (one generate step)").format(
-                latency=fmt(self.latency_s, "s"))),
-            (_("Requests"), _("prompts of {prompt} tokens, each generating {output} tokens").format(
-                prompt=f"{self.prompt_tokens:,}", output=f"{self.output_tokens:,}")),
-            (_("Load"), _("{tokens} generated per day").format(tokens=fmt(self.daily_output_tokens, "tokens"))),
-            (_("Serving slice to weigh against"), f"{self.other_serve_chips} "
-                                                  + price(self.other_serve_chip,
-                                                          self.serve_price(self.other_serve_chip))),
-        ]
-
-    def _repr_markdown_(self) -> str:
-        lines = [_("**Capstone brief {variant}**").format(variant=self.variant), "", _("| Item | Value |"), "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in self.shown_rows()]
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        rows = self.shown_rows()
-        width = max(len(k) for k, _v in rows)
-        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    b = brief
+    m = _model(b.model)
+    held: list[float] = []
+    shown: list[float] = []
+    # step 1
+    flops = float(train_flops(m, seq_len=b.seq_len, tokens=b.train_tokens, causal=True))
+    six_pd = 6 * params(m) * b.train_tokens
+    held += [flops, six_pd]
+    shown += [float(params(m)), 100 * abs(six_pd / flops - 1)]
+    # step 2: the run on each chip the cloud lends
+    for name, lent in b.available:
+        C, price = _chip(name).peak_flops_per_s(), usd_per_chip_hour(name)
+        cost = flops / (C * b.mfu) / 3600 * price
+        shown += [C, price, C * b.mfu * 3600 / price, cost]
+    held += [C, price, cost, float(lent)]
+    # step 3: the sample's chip, on the chapter's slice
+    shape, sample_chip = CHAPTER_SLICE
+    spec = _chip(sample_chip)
+    state = float(training_state_bytes(m))
+    topo = tpu_slice(shape, sample_chip)
+    held.append(state)
+    shown += [float(math.ceil(state / spec.hbm_bytes)), b.batch_tokens / topo.num_chips,
+              float(data_parallel_critical_batch(topo))]
+    search = _chapter_search(b.model, b.seq_len, b.batch_tokens)
+    best = search.best
+    steps = b.train_tokens / b.batch_tokens
+    days = steps * best.time_s / b.mfu / 86400
+    searched = steps * best.time_s * best.mfu * topo.num_chips * spec.peak_flops_per_s()
+    noncausal = float(train_flops(m, seq_len=b.seq_len, tokens=b.train_tokens))
+    step2_cost = flops / (spec.peak_flops_per_s() * b.mfu) / 3600 * usd_per_chip_hour(sample_chip)
+    cost_ratio = topo.num_chips * days * 24 * usd_per_chip_hour(sample_chip) / step2_cost
+    held += [steps, days, searched, noncausal, step2_cost, cost_ratio]
+    shown += [best.time_s / b.mfu, searched / flops, noncausal / flops, step2_cost / 1e6]
+    shown += _text_numbers(best.plan.label) + _text_numbers(search.table())
+    # step 5: serving on the brief's slice
+    kw = dict(num_chips=b.serve_chips, context=b.context, weight_dtype=b.weight_dtype, kv_dtype=b.kv_dtype)
+    shown += [float(param_bytes(m, dtype=b.weight_dtype)), float(kv_cache_bytes(m, dtype=b.kv_dtype))]
+    B = max_batch_within_latency(m, b.serve_chip, latency_s=b.latency_s, **kw)
+    fits = max_batch_size(m, b.serve_chip, **kw)
+    step = generate_step_time_s(m, b.serve_chip, batch=B, **kw)
+    held += [float(B), float(fits), float(step)]
+    if B < fits:
+        shown.append(float(generate_step_time_s(m, b.serve_chip, batch=B + 1, **kw)))
+    serve = dict(context=b.context, weight_dtype=b.weight_dtype, kv_dtype=b.kv_dtype)
+    on_tpu = _chip(b.serve_chip).family == "tpu"
+    batches = list(range(1, int(fits) + 1))
+    times = [float(t) for t in generate_step_time_s(m, b.serve_chip, batch=batches, **kw)]
+    if on_tpu:
+        serve_topo = smallest_slice(m, b.serve_chip, batch=64, **serve)
+        V = 64 * m.D * 2
+        axes = [n for n in serve_topo.shape if n > 1]
+        hops = sum(n - 1 for n in axes)
+        sum_W = len(axes) * _chip(b.serve_chip).ici_link_bytes_per_s_one_way
+        T_ag = max(hops * 1e-6, (serve_topo.num_chips - 1) / serve_topo.num_chips * V / sum_W)
+        T_ici = m.L * 2 * (T_ag + T_ag)
+        lib = generate_comms_time_s(m, serve_topo, batch=64)
+        held += [float(V), float(hops), float(sum_W), T_ag, T_ici, float(lib)]
+        shown += [float(n) for n in serve_topo.shape] + [float(serve_topo.num_chips),
+                                                         float(generate_step_time_s(m, b.serve_chip, batch=64, **kw))]
+        ici = [float(t) for t in generate_comms_time_s(m, serve_topo, batch=batches)]
+    else:
+        ici = [0.0] * len(times)
+    B_plan = max(n for n, t, c in zip(batches, times, ici) if t + c <= b.latency_s)
+    step_ici = ici[B_plan - 1]
+    rate = tokens_per_s_per_chip(m, b.serve_chip, batch=B, **kw)
+    price = b.serve_price(b.serve_chip)
+    usd = price / 3600 / rate * 1e6
+    slice_rate = B_plan / (times[B_plan - 1] + step_ici)
+    usd_ici = b.serve_chips * price / 3600 / slice_rate * 1e6
+    held += [float(B_plan), step_ici, float(rate), price, usd, slice_rate, usd_ici]
+    # prefill and generation apart
+    T_prefill = prefill_time_s(m, b.serve_chip, tokens=b.prompt_tokens, weight_dtype=b.weight_dtype,
+                               efficiency=1.0, num_chips=b.serve_chips)
+    held.append(float(T_prefill))
+    shown += sorted(givens(b))  # the brief's own numbers, which the chapter prints too
+    return held, shown
 
 
-def normalize_name(name: str) -> str:
-    """A learner's name as the brief reads it: case, accents aside, spaces and punctuation ignored."""
-    return re.sub(r"[\W_]+", "", name.casefold())
+def givens(brief: CapstoneBrief) -> set[float]:
+    """The brief's own numbers (what the cloud lends, the context, ...): inputs, never an answer given away."""
+    values = {float(n) for _, n in brief.available}
+    values |= {float(v) for v in vars(brief).values() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return values | {float(brief.prompt_tokens), float(brief.output_tokens), float(brief.other_serve_chips)}
 
 
+def _answers(brief: CapstoneBrief) -> list[tuple[str, float, bool]]:
+    """(exercise, value, whether a count) for every number chapter 11's exercises ask of `brief`."""
+    from .check import exercises, get_exercise  # the checker loads the answer key (import scalelib does not)
+
+    out = []
+    with using(brief):
+        for eid in exercises(11):
+            exercise = get_exercise(eid)
+            if exercise.kind == "choice":  # a name, never a number the chapter prints
+                continue
+            ref = exercise.reference()
+            value = getattr(ref, "value", ref)
+            if isinstance(value, str):
+                continue
+            for v in (value if isinstance(value, (list, tuple)) else [value]):
+                out.append((eid, float(v), bool(exercise.integer)))
+    return out
+
+
+def chance_matches(brief: CapstoneBrief) -> list[tuple[str, float]]:
+    """The answers of `brief` that a number the chapter computes for it lands on by chance, or a sum of two.
+
+    A number of 100 or more (what the chapter shows for every brief, its sample's run included, aside): a count
+    equal to a number the chapter shows or holds (as it is, or rounded to a whole number or to three significant
+    figures), any other with the same three significant figures as one of those. Any non-count:
+    within 0.1% of the sum of two numbers the chapter holds, each at least 5% of it.
+
+    Chapter:
+        11 (Capstone)
+    """
+    held, shown = chapter_numbers(brief)
+    given = givens(brief)
+    # what the chapter prints for every brief (the sample's run prints it too) answers nobody's brief in particular
+    numbers = [abs(x) for x in held if x and x not in given] + [abs(x) for x in shown if x and x not in _sample_shown()]
+    rounded = {form for x in numbers for form in _forms(x)}
+    bins = {f"{x:.2e}" for x in rounded}
+    pool = sorted({abs(x) for x in held if x and x not in given})
+    found = []
+    for eid, value, count in _answers(brief):
+        value = abs(value)
+        if value >= 100 and (value in rounded if count else f"{value:.2e}" in bins):
+            found.append((eid, value))
+            continue
+        if not count and any(min(x, y) >= 0.05 * value and abs((x + y) / value - 1) <= 1e-3
+                             for x, y in itertools.combinations(pool, 2)):
+            found.append((f"{eid} (a sum)", value))
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _sample_shown() -> frozenset:
+    return frozenset(chapter_numbers(_make(SAMPLE_LEARNER, drawn_variant(SAMPLE_LEARNER)))[1])
+
+
+#: The package's list of the briefs the chapter would answer by chance (see :func:`write_redraws`).
+REDRAWS = "data/capstone_redraws.toml"
+
+
+@functools.lru_cache(maxsize=1)
+def _unclear() -> frozenset[int]:
+    text = resources.files("scalelib").joinpath(REDRAWS).read_text(encoding="utf-8")
+    return frozenset(tomllib.loads(text)["unclear"])
+
+
+def _clear(number: int) -> bool:
+    """Whether brief `number` is clear of chance matches: read from the package's list, which
+    :func:`write_redraws` computes with :func:`chance_matches` for every brief. A list, not the check itself,
+    because the check needs the answer key, which a grading kernel cannot import: the learner's machine, the
+    grading kernel and the grader must draw the same brief from a name."""
+    return number not in _unclear()
+
+
+def _is_unclear(number: int) -> bool:
+    return bool(chance_matches(_make("", number)))
+
+
+def unclear_variants(*, workers: int = 1) -> list[int]:
+    """Every brief number whose answers the chapter computes by chance (:func:`chance_matches`), ascending.
+
+    Runs the check on all VARIANTS briefs (some 15 CPU-minutes, shared among `workers` processes).
+    """
+    numbers = range(VARIANTS)
+    if workers > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            flags = pool.map(_is_unclear, numbers, chunksize=64)
+    else:
+        flags = [_is_unclear(n) for n in numbers]
+    return [n for n, bad in zip(numbers, flags) if bad]
+
+
+def write_redraws(path: str | Path | None = None, *, workers: int = 1) -> Path:
+    """Compute :func:`unclear_variants` and write the package's list of them (``scalelib/data/capstone_redraws.toml``).
+
+    Run it again whenever chapter 11's cells (and so :func:`chapter_numbers`) or its answer key change:
+    ``python -c "from scalelib.course.capstone import write_redraws; write_redraws(workers=2)"``.
+    tests/test_capstone.py checks the list against the check for 300 names.
+    """
+    path = Path(path) if path is not None else Path(__file__).resolve().parents[1] / REDRAWS
+    unclear = unclear_variants(workers=workers)
+    lines = ["# Capstone briefs (numbers, out of " + f"{VARIANTS:,}" + ") whose answers chapter 11's own cells compute by",
+             "# chance, run for that brief: a name that draws one draws again (scalelib.course.capstone.variant_of).",
+             "# Written by scalelib.course.capstone.write_redraws(); do not edit by hand.",
+             f"variants = {VARIANTS}", "unclear = ["]
+    lines += ["    " + ", ".join(str(n) for n in unclear[i:i + 12]) + "," for i in range(0, len(unclear), 12)]
+    lines.append("]")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _unclear.cache_clear()
+    variant_of.cache_clear()
+    return path
+
+
+def _draw(key: str, attempt: int) -> int:
+    text = key if attempt == 0 else f"{key}#{attempt}"
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") % VARIANTS
+
+
+@functools.lru_cache(maxsize=8192)
 def variant_of(name: str) -> int:
-    """The brief number (0 to VARIANTS - 1) a learner's name draws."""
+    """The brief number (0 to VARIANTS - 1) a learner's name draws: its first draw
+    (:func:`scalelib.course.capstone_core.drawn_variant`), or, where the chapter's numbers would land on one of
+    that brief's answers by chance (:func:`chance_matches`, as listed by :func:`write_redraws`), the first
+    clear draw of the name followed by #1, #2, ... The sample learner's brief is the chapter's own worked
+    example and is never redrawn.
+    """
     key = normalize_name(name)
-    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % VARIANTS
-
-
-def _pick(variant: int) -> tuple:
-    picks = []
-    for choice in _CHOICES:
-        variant, index = divmod(variant, len(choice))
-        picks.append(choice[index])
-    return tuple(picks)
-
-
-def training_flops(model: str, tokens: float, seq_len: int) -> float:
-    """FLOPs of training `model` on `tokens` tokens in sequences of `seq_len` (causal attention included)."""
-    return float(train_flops(model, seq_len=seq_len, tokens=tokens, causal=True))
-
-
-def chips_for_deadline(flops: float, chip: str, days: float, mfu: float) -> int:
-    """The fewest chips of `chip` that do `flops` in `days` at utilisation `mfu`."""
-    return math.ceil(flops / (_chip(chip).peak_flops_per_s() * mfu * days * 86400) * (1 - 1e-12))
-
-
-def training_cost_usd(flops: float, chip: str, mfu: float) -> float:
-    """What `flops` of training cost on `chip` at `mfu`: chip-hours at the published price."""
-    return flops / (_chip(chip).peak_flops_per_s() * mfu) / 3600 * usd_per_chip_hour(chip)
-
-
-def cheapest_chip(flops: float, available, days: float, mfu: float) -> str:
-    """The chip of `available` (name, count) pairs that meets the deadline for the least money."""
-    feasible = [name for name, n in available if chips_for_deadline(flops, name, days, mfu) <= n]
-    if not feasible:
-        raise InvalidValueError("no chip the cloud lends meets the deadline")
-    return min(feasible, key=lambda name: training_cost_usd(flops, name, mfu))
+    if key == normalize_name(SAMPLE_LEARNER):
+        return drawn_variant(name)
+    for attempt in range(MAX_REDRAWS):
+        number = _draw(key, attempt)
+        if _clear(number):
+            return number
+    raise InvalidValueError(f"capstone brief for {name!r}: no clear brief in {MAX_REDRAWS} draws (a bug in the "
+                            f"brief's lists or the chapter)")
 
 
 def capstone_brief(learner: str | None = None, *, variant: int | None = None) -> CapstoneBrief:
@@ -263,10 +348,7 @@ def capstone_brief(learner: str | None = None, *, variant: int | None = None) ->
         if isinstance(variant, bool) or not isinstance(variant, int) or not 0 <= variant < VARIANTS:
             raise InvalidValueError(f"`variant` must be a whole number from 0 to {VARIANTS - 1}, got {variant!r}")
         name, number = f"variant {variant}", variant
-    brief = _make(name, number)
-    global _CURRENT
-    _CURRENT = brief
-    return brief
+    return make_current(_make(name, number))
 
 
 def brief_for(learner: str) -> CapstoneBrief:
@@ -274,72 +356,3 @@ def brief_for(learner: str) -> CapstoneBrief:
     name = " ".join(learner.split())
     return _make(name, variant_of(name))
 
-
-def same_learner(name: str, learner: str) -> bool:
-    """Whether a brief made for `name` is the brief of `learner`: the same name once case, spacing and
-    punctuation are set aside (``"Ada Lovelace"`` is ``ada_lovelace``'s; ``"Ada"`` or ``"Lovelace"`` is not).
-
-    >>> same_learner("Ada Lovelace", "ada_lovelace"), same_learner("Lovelace", "Ada Lovelace")
-    (True, False)
-    """
-    key = normalize_name(name)
-    return bool(key) and key == normalize_name(str(learner))
-
-
-def _make(name: str, number: int) -> CapstoneBrief:
-    (model, per_param, seq_len, days, (cloud, available), budget_factor, serve_chip, weight_dtype, context,
-     latency_s, daily) = _pick(number)
-    # A draw no chip of the cloud can meet is made feasible: a later deadline first, then fewer tokens.
-    ratios = [r for r in TOKENS_PER_PARAM if r <= per_param][::-1]
-    deadlines = [d for d in DEADLINE_DAYS if d >= days]
-    for per_param, days in [(r, d) for r in ratios for d in deadlines]:
-        tokens = _significant(per_param * params(model), 2)
-        flops = training_flops(model, tokens, seq_len)
-        try:
-            best = cheapest_chip(flops, available, days, MFU)
-            break
-        except InvalidValueError:
-            continue
-    else:
-        raise InvalidValueError(f"capstone brief {number}: no chip meets any deadline (a bug in the brief's lists)")
-    budget = _significant(training_cost_usd(flops, best, MFU) * budget_factor, 2)
-    slice_chips = int(min_chips(_model(model), serve_chip, weight_dtype=weight_dtype, kv_dtype="bf16",
-                                batch=SERVE_SLICE_SEQUENCES, context=context))
-    return CapstoneBrief(name, number, model, tokens, seq_len, float(days), cloud, available, budget, MFU,
-                         float(BATCH_TOKENS), serve_chip, slice_chips, weight_dtype, "bf16", context,
-                         latency_s, daily, _gpu_price_factor(number))
-
-
-def _gpu_price_factor(number: int) -> float:
-    """The brief's GPU serving price factor, drawn from the brief's number by a hash of its own: independent of
-    every other choice (the other choices are the number's digits, and adding one would redraw every brief)."""
-    digest = hashlib.sha256(f"gpu serving price {number}".encode()).digest()
-    return GPU_SERVE_PRICE_FACTORS[digest[0] % len(GPU_SERVE_PRICE_FACTORS)]
-
-
-_CURRENT: CapstoneBrief | None = None
-
-
-def current() -> CapstoneBrief | None:
-    """The brief made last in this process (None before any)."""
-    return _CURRENT
-
-
-def sample() -> CapstoneBrief:
-    """The brief the course's solved notebook works: the current one if any, else the sample learner's."""
-    return _CURRENT if _CURRENT is not None else brief_for(SAMPLE_LEARNER)
-
-
-#: The learner whose brief the solved chapter shows.
-SAMPLE_LEARNER = "Grace Hopper"
-
-
-@contextlib.contextmanager
-def using(brief: CapstoneBrief | None) -> Iterator[CapstoneBrief | None]:
-    """Make `brief` the current one inside the block (the grader judges each learner's answers so)."""
-    global _CURRENT
-    saved, _CURRENT = _CURRENT, brief
-    try:
-        yield brief
-    finally:
-        _CURRENT = saved

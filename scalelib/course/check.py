@@ -990,7 +990,7 @@ def verdict(exercise_id: str, answer, *, cases=None) -> Verdict:
     if answer is None or answer is Ellipsis:
         return Verdict(exercise.id, NOT_ATTEMPTED, _("⬜ Exercise {eid}: not attempted.").format(eid=exercise.id))
     if exercise.per_learner:
-        from .capstone import current
+        from .capstone_core import current
 
         if current() is None:
             return Verdict(exercise.id, NOT_ATTEMPTED, _("⬜ Exercise {eid}: make your capstone brief first (brief = "

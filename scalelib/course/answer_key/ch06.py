@@ -38,7 +38,7 @@ BIG_TOKENS = 15.6e12    # LLaMA 3.1-405B's, as the Llama 3 paper (Meta, 2024) re
 MFU = 0.4
 B = 3 * 2**20           # tokens per step: 384 sequences of 8192
 T = 8192
-SHAPE = (16, 16, 16)    # the v5p slice of exercises 6.6-6.11: 4096 chips
+SHAPE = (16, 16, 16)    # the v5p slice of exercises 6.6, 6.7 and 6.9-6.11: 4096 chips (6.8 takes a v4 pod)
 DAY = 86400.0
 YEAR = 365 * DAY
 
@@ -249,9 +249,14 @@ register(Exercise(
 ))
 
 
-def _fsdp_ratio(axes: str | None = None, chips: int | None = None) -> Derivation:
-    """Reference for 6.8: tokens per chip under FSDP over the whole slice, over what FSDP needs."""
-    cube = _slice()
+#: 6.8's slice: a whole TPU v4 pod, 4096 chips as 6.6-6.11's v5p cube, so that its threshold is not the v5p's
+#: 850 tokens the chapters print (the chapter works the v5p; the exercise transfers it to the generation before).
+V4_POD = ((16, 16, 16), "tpu-v4p")
+
+
+def _fsdp_ratio(axes: str | None = None, chips: int | None = None, chip: str = V4_POD[1]) -> Derivation:
+    """Reference for 6.8: tokens per chip under FSDP over a whole TPU v4 pod, over what FSDP needs."""
+    cube = tpu_slice(V4_POD[0], chip)
     n = cube.num_chips if chips is None else chips
     crit = explain(data_parallel_critical_batch, cube, **({"axes": axes} if axes else {}))
     crit = replace(crit, symbol="B_crit")
@@ -261,7 +266,7 @@ def _fsdp_ratio(axes: str | None = None, chips: int | None = None) -> Derivation
 
 register(Exercise(
     id="6.8",
-    title="LLaMA 3-8B's tokens per chip under FSDP over 4096 chips, against the threshold",
+    title="LLaMA 3-8B's tokens per chip under FSDP over a 4096-chip TPU v4 pod, against the threshold",
     reference=_fsdp_ratio,
     unit="",
     involves=frozenset({"bandwidth"}),
@@ -270,6 +275,9 @@ register(Exercise(
             "FSDP over the whole slice runs its collectives over all three torus axes, whose bandwidths add up",
         slip(_fsdp_ratio(chips=B // T), _fsdp_ratio()):
             "with the sequences split too, every chip of the slice shares the batch, not one chip per sequence",
+        slip(_fsdp_ratio(chip="tpu-v5p"), _fsdp_ratio()):
+            "that is the v5p's threshold, the chapter's; a v4 has less FLOP/s and, relative to them, less ICI "
+            "bandwidth",
     },
     book=("Text Q8",),
 ))

@@ -9,7 +9,8 @@ The chapter works the sample brief; the exercises ask for the decisions it leave
 none of them is a figure the chapter's cells compute for a brief (tests/test_capstone.py re-runs the
 chapter with other learners' briefs to hold that): which training chip meets the deadline for the
 least money, the chips it needs, the smallest slice whose best plan (chapter 5's plan search) meets the
-deadline and what the run costs on it, the tokens the budget buys, the other serving chip's batch and
+deadline and what the run costs on it, whether FSDP alone reaches that slice's best step (a choice,
+graded against the search's grid), the tokens the budget buys, the other serving chip's batch and
 cost (GPU against TPU at the brief's prices), the prefill and generate pools of disaggregated serving,
 one FSDP gather named by chapter 3's plan and confirmed against the compiled HLO, and a generate step's
 collectives set against the latency target. The book's chapter 11 is a reading list and asks no
@@ -23,8 +24,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from .. import capstone
-from ..capstone import cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
+import numpy as np
+
+from .. import capstone_core as capstone
+from ..capstone_core import cheapest_chip, chips_for_deadline, sample, training_cost_usd, training_flops
 from ..check import Exercise, register
 from ._tools import rename, slip
 from ..._derivation import Derivation, explain, q
@@ -188,7 +191,14 @@ def _offered(name: str, need: int, lent: int):
 
 def _training_slice(b=None, *, mfu=None):
     """(chips, topology, slices, best plan, days) for `b` (the current brief by default); see :func:`_search`."""
-    return _search(b or sample(), mfu)
+    return _search(_training_key(b or sample()), mfu)
+
+
+def _training_key(b):
+    """`b` with its serving half blanked: the search reads the training half only, and briefs that share it share
+    the search."""
+    return replace(b, learner="", variant=0, budget_usd=0.0, serve_chip="", serve_chips=0, weight_dtype="",
+                   kv_dtype="", context=0, latency_s=0.0, daily_output_tokens=0.0, gpu_price_factor=1.0)
 
 
 @functools.lru_cache(maxsize=512)
@@ -196,7 +206,7 @@ def _search(b, mfu):
     """(chips, topology, slices, best plan, days): the first offered slice whose best plan meets the deadline.
 
     The search grows from the deadline's chip count (11.2) and stops at the largest slice the cloud
-    lends, met or not (the question says so).
+    lends, met or not (the question says so). `b` is a brief with its serving half blanked.
     """
     name = _chosen(b)
     m = b.mfu if mfu is None else mfu
@@ -214,7 +224,7 @@ def _search(b, mfu):
             if days <= b.deadline_days:
                 return last
     if last is None:
-        raise ScalelibError(f"capstone brief {b.variant}: no slice of {name} holds a plan")
+        raise ScalelibError(f"capstone brief ({b.model} on {b.cloud}): no slice of {name} holds a plan")
     return last
 
 
@@ -554,5 +564,59 @@ register(Exercise(
         slip(_with_collectives(bigger=False), _with_collectives()): "that is the smallest slice; the question asks "
                                                                     "about the slice one size up, twice the chips",
     }, 0.02),
+    per_learner=True,
+))
+
+
+# 11.12: the sharding, as a choice -------------------------------------------------
+
+#: The shardings 11.12 names: FSDP alone (data parallelism and DCN replicas allowed, no tensor or pipeline
+#: parallelism), or FSDP with tensor parallelism.
+SHARDINGS = ("FSDP", "FSDP + TP")
+
+
+@functools.lru_cache(maxsize=512)
+def _plans(b, mfu):
+    """Chapter 5's search on 11.3's slice, every plan priced (`b` with its serving half blanked)."""
+    n, topo, k, best, days = _search(b, mfu)
+    return search_plans(b.model, b.batch_tokens, topo, seq_len=b.seq_len, slices=k, rank="roofline", runners_up=0)
+
+
+def _sharding_times(b=None) -> tuple[float, float]:
+    """(the best plan's step, the best step of a plan with neither tensor nor pipeline parallelism) on 11.3's
+    slice, both at peak, among the plans that fit (inf if none without them fits)."""
+    b = b or sample()
+    key = _training_key(b)
+    search = _plans(key, None)
+    g, t, memory = search.grid, search.step_times_s, search.memory_bytes
+    fits = np.isfinite(t) & (memory <= chip(_chosen(b)).hbm_bytes)
+    plain = fits & (g["tensor"] == 1) & (g["pipeline"] == 1)
+    return search.best.time_s, float(t[plain].min()) if plain.any() else math.inf
+
+
+def _sharding(b=None) -> str:
+    """11.12's reference: FSDP if a plan without tensor or pipeline parallelism reaches the best step on 11.3's
+    slice, FSDP + TP if only a plan with tensor parallelism does."""
+    b = b or sample()
+    best, plain = _sharding_times(b)
+    if plain <= best * (1 + 1e-9):
+        return "FSDP"
+    n, topo, k, chosen, days = _training_slice(b)
+    if chosen.plan.tensor == 1:  # the two names would not cover this brief (a bug in the brief's lists)
+        raise ScalelibError(f"capstone brief ({b.model} on {b.cloud}): the best plan {chosen.plan.label} needs a "
+                            f"pipeline, not tensor parallelism")
+    return "FSDP + TP"
+
+
+register(Exercise(
+    id="11.12",
+    title="The sharding of the slice, FSDP alone or with tensor parallelism",
+    reference=lambda: _sharding(),
+    kind="choice",
+    choices=SHARDINGS,
+    reason=("On a slice the batch fills, FSDP alone is compute-bound while each chip's share of the batch is at "
+            "least C / W over the axes it uses (chapter 5) and the activations fit without recomputing too much; "
+            "where either fails, tensor parallelism shrinks each FSDP gather and each chip's activations, and "
+            "chapter 5's search prices the difference."),
     per_learner=True,
 ))

@@ -252,8 +252,10 @@ def _wave_time(tile) -> Derivation:
     sms = chip("h100").cores
     return Derivation(f"T({tile.bm}×{tile.bn})", "waves · t_wave",
                       lambda: f"{tile.waves} · {q(tile.time_s / tile.waves, 's')}", tile.time_s, "s",
-                      where=(f"waves: ⌈{tile.num_tiles} tiles / {sms} SMs⌉ = {tile.waves}; t_wave: one wave's time, "
-                             f"one {tile.bm}×{tile.bn} tile's arithmetic on one SM ({tile.bound}-bound)",))
+                      # the tile's own counts as an equation, the meanings the same for both tiles (one symbol,
+                      # one meaning in 12.7's text)
+                      where=(f"waves = ⌈{tile.num_tiles} tiles / {sms} SMs⌉ = {tile.waves}, whole waves of tiles; "
+                             f"t_wave: one wave's time, a tile's arithmetic on one SM ({tile.bound}-bound)",))
 
 
 def _tile_time_ratio() -> Derivation:
