@@ -520,7 +520,7 @@ API_INTRO = """\
 Every public name of `scalelib` (its `__all__`), with its docstring, grouped by the
 chapter of the course that introduces it. A function used in several chapters is
 documented under the first and listed under the others. The
-[formula index](formulas.md) puts every formula on one page.
+{ref}`formula index <scalelib-formulas>` puts every formula on one page.
 
 The whole library follows one convention:
 
