@@ -452,9 +452,15 @@ def test_make_site_ends_with_the_pdf_and_make_pdf_builds_only_it() -> None:
         return [line for line in lines if "jupyter-book build" in line or "scalelib pdf" in line]
 
     site = commands("site")
-    assert len(site) == 2 and "jupyter-book build" in site[0] and "scalelib pdf" not in site[0]
+    # the English site and PDF, then the Russian edition's site and PDF
+    assert len(site) == 4 and "jupyter-book build" in site[0] and "scalelib pdf" not in site[0]
     assert site[1].endswith("scalelib pdf --toc book/_toc.yml --build-dir _build "
                             "&& .venv/bin/python scalelib/course/sitestamp.py done _build/pdf/pdf.inputs; }"), site
+    assert "--config book/ru/_config.yml --toc book/ru/_toc.yml --path-output _build/ru" in site[2], site
+    assert site[3].endswith("scalelib pdf --toc book/ru/_toc.yml --config book/ru/_config.yml --build-dir "
+                            "_build/ru/_build && .venv/bin/python scalelib/course/sitestamp.py done "
+                            "_build/ru/_build/pdf/pdf.inputs; }"), site
+    assert len(commands("site", "SOLUTIONS=no")) == 2  # the site without solutions is English alone
     assert commands("pdf") == [".venv/bin/scalelib pdf --toc book/_toc.yml --build-dir _build"]
     nosol = commands("pdf", "SOLUTIONS=no")
     assert nosol == ["SCALELIB_SITE_SOLUTIONS=no .venv/bin/scalelib pdf --toc _build/no-solutions/_toc.yml "

@@ -2,12 +2,14 @@
 tests/test_pdf.py's checks of a built PDF run again on it, and its text is Russian."""
 
 import importlib.util
+import sys
 import re
 from pathlib import Path
 
 _spec = importlib.util.spec_from_file_location("_pdf_checks_ru", Path(__file__).with_name("test_pdf.py"))
 _module = importlib.util.module_from_spec(_spec)
 _module._EDITION = "ru"
+sys.modules[_spec.name] = _module  # its dataclasses look their module up there
 _spec.loader.exec_module(_module)
 
 #: The checks of a built PDF (the checks of the checks, on faulty pages, run once in test_pdf.py).

@@ -8,11 +8,13 @@ test_site.py.
 """
 
 import importlib.util
+import sys
 from pathlib import Path
 
 _spec = importlib.util.spec_from_file_location("_site_checks_ru", Path(__file__).with_name("test_site.py"))
 _module = importlib.util.module_from_spec(_spec)
 _module._EDITION = "ru"
+sys.modules[_spec.name] = _module  # its dataclasses look their module up there
 _spec.loader.exec_module(_module)
 
 #: The tests of test_site.py that check the built pages of an edition.

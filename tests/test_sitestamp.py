@@ -103,8 +103,13 @@ def _dry_run(*args: str) -> list[str]:
 
 def test_make_site_builds_each_step_only_when_its_inputs_changed():
     lines = [line for line in _dry_run("site") if "jupyter-book build" in line or "scalelib pdf" in line]
-    assert len(lines) == 2, lines
-    site, pdf = lines
+    assert len(lines) == 4, lines  # the English site and PDF, then the Russian edition's, each with its stamp
+    site, pdf, ru_site, ru_pdf = lines
+    stamp = ".venv/bin/python scalelib/course/sitestamp.py"
+    assert ru_site.startswith(f"{stamp} check _build/ru/site.inputs --toc book/ru/_toc.yml "
+                              "--output _build/ru/_build/html/index.html || "), ru_site
+    assert ru_site.endswith(f"-W -n --keep-going && {stamp} done _build/ru/site.inputs; }}"), ru_site
+    assert ru_pdf.startswith(f"{stamp} check _build/ru/_build/pdf/pdf.inputs --pdf --toc book/ru/_toc.yml "), ru_pdf
     stamp = ".venv/bin/python scalelib/course/sitestamp.py"
     assert site.startswith(f"{stamp} check _build/site.inputs --toc book/_toc.yml --output _build/html/index.html || "
                            f"{{ {stamp} begin _build/site.inputs --toc book/_toc.yml && "), site

@@ -170,7 +170,7 @@ def chapter_numbers(brief: CapstoneBrief) -> tuple[list[float], list[float]]:
 
 def givens(brief: CapstoneBrief) -> set[float]:
     """The brief's own numbers (what the cloud lends, the context, ...): inputs, never an answer given away."""
-    values = {float(n) for _, n in brief.available}
+    values = {float(n) for _chip_name, n in brief.available}
     values |= {float(v) for v in vars(brief).values() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     return values | {float(brief.prompt_tokens), float(brief.output_tokens), float(brief.other_serve_chips)}
 
