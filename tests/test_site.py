@@ -75,9 +75,9 @@ TOC = ROOT / "book" / ("ru/_toc.yml" if _EDITION == "ru" else "_toc.yml")
 #: The words the checks look for, in the edition's language.
 WORDS = {
     "en": {"chapter": r"Chapter (\d+): (.+)", "exercises": "Chapter {number} exercises", "solutions": "solutions",
-           "no_match": "did not match any documents"},
+           "no_match": "did not match any documents", "search_results": "Search Results", "figure": "Fig."},
     "ru": {"chapter": r"Глава (\d+): (.+)", "exercises": "Упражнения к главе {number}", "solutions": "решения",
-           "no_match": "не найдено ни одного документа"},
+           "no_match": "не найдено ни одного документа", "search_results": "Результаты поиска", "figure": "Рис."},
 }[_EDITION]
 #: Screenshots of the Russian pages are named ru-<page>.png beside the English ones.
 _SHOT_PREFIX = "" if _EDITION == "en" else f"{_EDITION}-"
@@ -156,6 +156,13 @@ SCREENSHOT_PAGES = [ROOT_PAGE, *CHAPTER_PAGES]
 CAPTION = {docname: caption for caption, docnames in _toc_parts() for docname in docnames}
 #: A chapter's page, exercises and solutions: book|exercises|solutions/chNN_name.
 CHAPTER_SET_PAGES = [page for page in PAGES if re.fullmatch(r"(book|exercises|solutions)/(ru/)?ch\d+_\w+", page)]
+
+
+def _served_docname(url: str) -> str:
+    """The page name (``book/ru/ch01_x``) of a page's URL, without the edition's folder (``ru/``) it is served in."""
+    path = urlparse(url).path.lstrip("/").removesuffix(".html")
+    folder = SITE.relative_to(SERVED).as_posix()
+    return path.removeprefix(folder + "/") if folder != "." else path
 
 
 def _plain(docname: str) -> str:
@@ -655,7 +662,7 @@ def test_no_requests_outside_localhost(page: PageReport) -> None:
 @_params(NOTEBOOK_PAGES)
 def test_notebook_has_colab_link(page: PageReport) -> None:
     org, repo, branch = _repository()
-    docname = urlparse(page.url).path.lstrip("/").removesuffix(".html")
+    docname = _served_docname(page.url)
     expected = f"{COLAB}/github/{org}/{repo}/blob/{branch}/{docname}.ipynb"
     colab_links = [link for link in page.dom.get("links", []) if link.startswith(COLAB)]
     assert expected in colab_links, (
@@ -719,11 +726,11 @@ def _numbered_in_notebook(docname: str) -> tuple[int, int]:
 def test_chapter_numbers_its_figures_and_equations(page: PageReport) -> None:
     """Every figure a chapter draws is shown as "Fig. N.k" with its caption, still opening full size and as wide
     as an uncaptioned one; its labelled equations read "(N.k)"; every reference reads one of those numbers."""
-    docname = urlparse(page.url).path.lstrip("/").removesuffix(".html")
+    docname = _served_docname(page.url)
     chapter = int(re.search(r"ch(\d+)_", docname).group(1))
     figure_count, equation_count = _numbered_in_notebook(docname)
     figures = page.dom.get("figures", [])
-    assert [f["number"] for f in figures] == [f"Fig. {chapter}.{k}" for k in range(1, figure_count + 1)], (
+    assert [f["number"] for f in figures] == [f"{WORDS['figure']} {chapter}.{k}" for k in range(1, figure_count + 1)], (
         f"{page.url}: figure numbers {[f['number'] for f in figures]}, expected {figure_count} numbered {chapter}.k")
     assert all(f["caption"] and f["linked"] for f in figures), f"{page.url}: a figure without caption or link: {figures}"
     narrow = [f["id"] for f in figures if f["img_width"] < min(f["natural_width"], f["box_width"]) - 1]
@@ -732,7 +739,7 @@ def test_chapter_numbers_its_figures_and_equations(page: PageReport) -> None:
     assert numbers == [f"({chapter}.{k})" for k in range(1, equation_count + 1)], (
         f"{page.url}: equation numbers {numbers}, expected {equation_count} numbered ({chapter}.k)")
     refs = page.dom.get("number_refs", [])
-    wrong = [r for r in refs if not re.fullmatch(rf"Fig\. {chapter}\.\d+|\({chapter}\.\d+\)", r)]
+    wrong = [r for r in refs if not re.fullmatch(rf"{re.escape(WORDS['figure'])} {chapter}\.\d+|\({chapter}\.\d+\)", r)]
     assert refs and not wrong, f"{page.url}: references that do not read a number of this chapter: {wrong or refs}"
 
 
@@ -848,7 +855,7 @@ def _search(browser, site, query: str) -> tuple[PageReport, str, list[str]]:
     report = load_page(browser, site.base + "search.html?" + urlencode({"q": query}), settle=0)
     WebDriverWait(browser, 10, poll_frequency=0.1).until(lambda driver: driver.execute_script(
         "const h = document.querySelector('#search-results h2');"
-        "return !!h && h.textContent === 'Search Results';"))
+        "return !!h && h.textContent === arguments[0];", WORDS["search_results"]))
     summary, links = browser.execute_script(
         "return [document.querySelector('#search-results .search-summary').textContent,"
         " Array.from(document.querySelectorAll('#search-results ul.search li > a')).map(a => a.href)];")
@@ -999,7 +1006,8 @@ def test_language_switch_is_clicked_at_phone_width(docname, browser, site, phone
     target = link.get_attribute("href")
     link.click()
     time.sleep(0.3)
-    assert browser.current_url == target and _plain(docname_of(target, site.base)) == _plain(docname), (
+    assert browser.current_url == target and _plain(urlparse(target).path.lstrip("/").removesuffix(".html")) == \
+        _plain(docname), (
         f"{docname}: tapping the switch opened {browser.current_url}, expected {target}")
 
 
