@@ -39,7 +39,7 @@ var Scorer = {
   score: (result) => {
     const [docname, title, anchor, descr, score, filename] = result;
     const headings = 2 * Math.min(courseHeadingsWith(docname), 3);
-    if (/^book\/ch\d+_/.test(docname)) return score + 12 + headings;
+    if (/^book\/(ru\/)?ch\d+_/.test(docname)) return score + 12 + headings;
     if (/^book\//.test(docname)) return score + 4 + headings;
     if (/^solutions\//.test(docname)) return score - 2;
     return score;
