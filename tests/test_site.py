@@ -315,9 +315,15 @@ return {
   nav_links: Array.from(document.querySelectorAll('nav.bd-docs-nav a[href]'))
                   .map(a => ({href: a.href, text: a.textContent.trim()})),
   downloads: Array.from(document.querySelectorAll('.dropdown-download-buttons a[href]')).map(a => a.href),
-  // The language switch (book/_ext/language_switch.py): the other edition's page.
+  // The language switch (book/_ext/language_switch.py): the other edition's page, and where it is drawn.
   language_switch: Array.from(document.querySelectorAll('nav.course-language a[href]'))
                         .map(a => ({href: a.href, lang: a.getAttribute('hreflang')})),
+  language_switch_box: (() => {
+    const a = document.querySelector('nav.course-language a[href]');
+    if (!a) { return null; }
+    const r = a.getBoundingClientRect();
+    return [r.left, r.right, r.width, r.height, getComputedStyle(a).visibility];
+  })(),
   // Display math and tables that reach past the window's edges with nothing to scroll them:
   // cut off on a narrow screen (a scrolling box of their own, or an ancestor's, is fine).
   // How far the page scrolls sideways (0: not at all), and the elements that reach past its right edge.
@@ -1015,8 +1021,12 @@ def test_language_switch_is_clicked_at_phone_width(docname, browser, site, phone
 def test_nothing_is_cut_off_at_phone_width(docname, browser, site, phone_reports) -> None:
     """At a phone's width the page never scrolls sideways (a long inline code span, a figure, a
     table wider than the screen), and wide equations and tables scroll in their own box, with the
-    shadow that says there is more."""
+    shadow that says there is more; the language switch shows inside the screen (every page; a tap on it
+    is tested on the chapters' pages)."""
     report = load_page(browser, site.base + f"{docname}.html", settle=0.1)
+    box = report.dom.get("language_switch_box")
+    assert box and box[2] > 0 and box[3] > 0 and box[0] >= 0 and box[1] <= PHONE_WIDTH and box[4] == "visible", (
+        f"{docname} at {PHONE_WIDTH} px: the language switch is missing, hidden or off screen: {box}")
     assert not report.dom.get("cut_off"), (
         f"{docname} at {PHONE_WIDTH} px: equations or tables cut off instead of scrolling: {report.dom['cut_off']}"
     )
