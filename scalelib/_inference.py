@@ -30,7 +30,10 @@ from ._specs import ChipSpec, bytes_per_value, chip as _chip, dtype_name
 from ._topology import GpuCluster, TpuSlice
 from ._transformer import forward_flops, kv_cache_bytes, params as _params
 from ._units import fmt
-from ._validate import broadcast, count, flag, nonnegative, number, positive, share, shown
+from ._validate import broadcast, count, flag, name, nonnegative, number, positive, share, shown
+
+#: How a decode step's attention kernel reads the KV cache (:func:`estimated_generate_step_time_s`).
+ATTENTION_KERNELS = ("grouped", "per_query_head")
 
 
 # --- what is served, and on what ------------------------------------------------------------------
@@ -886,14 +889,17 @@ def _estimate_derivation(symbol, roofline: Derivation, value, losses, sources):
 @derivable
 def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dtype="bf16", kv_dtype=None,
                                    compute_dtype="bf16", kv_bytes_per_token=None, tokens_per_step=1, num_chips=None,
-                                   check_memory=True, losses=INFERENCE_LOSSES):
+                                   check_memory=True, attention_kernel="grouped", losses=INFERENCE_LOSSES):
     """The calibrated estimate of one generate step: :func:`generate_step_time_s`'s roofline plus named losses.
 
     ``kernel_efficiency``: each layer's weights and KV cache are read at the share of HBM bandwidth a
     kernel moving that many bytes reaches (on GPUs, where that table was measured), its matmuls at the
     efficiency their size allows (the constants of ``scalelib/data/estimate.toml``, with sources);
     ``kernel_overhead``: a fixed cost per layer on GPUs (fitted, see there; a TPU runs the step as
-    one compiled program); ``tensor_collectives``: two AllReduces
+    one compiled program), and with ``attention_kernel="per_query_head"`` the KV cache is read once per
+    query head, N/K times (a decode kernel that runs one thread block per query head, as TensorRT-LLM's masked
+    multi-head attention did before its grouped-query XQA kernels: its docs, ``gpt_attention.md``, v0.6);
+    ``tensor_collectives``: two AllReduces
     of the step's [tokens, D] activations per layer over the chips (Megatron-style tensor parallelism),
     on their network tier with its latency, after the kernels on GPUs and TPUs alike (each layer waits for
     its AllReduce, and a decode step's matmuls are too small to hide it).
@@ -906,6 +912,9 @@ def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dt
         model, topology, batch, context: as in :func:`generate_step_time_s`.
         weight_dtype, kv_dtype, compute_dtype, kv_bytes_per_token, tokens_per_step, num_chips, check_memory:
             as there too.
+        attention_kernel: ``"grouped"`` (the default: each KV head read once per step, as grouped-query
+            kernels such as XQA or FlashAttention's do) or ``"per_query_head"`` (each KV head read by each of
+            the N/K query heads that share it; charged under ``kernel_efficiency``, never below the grouped read).
         losses: the losses charged, names from ``scalelib.INFERENCE_LOSSES`` (default: all).
 
     Returns:
@@ -924,6 +933,7 @@ def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dt
         constants
 
     charged = check_inference_losses(losses)
+    attention_kernel = name("attention_kernel", attention_kernel, ATTENTION_KERNELS, "decode attention kernel")
     roof = explain(generate_step_time_s, model, topology, batch=batch, context=context, weight_dtype=weight_dtype,
                    kv_dtype=kv_dtype, compute_dtype=compute_dtype, kv_bytes_per_token=kv_bytes_per_token,
                    tokens_per_step=tokens_per_step, num_chips=num_chips, check_memory=check_memory)
@@ -942,15 +952,23 @@ def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dt
     scale = k["kernel"]["matmul_scale"] * (k["inference"]["fp8_matmul_scale"] if c == "fp8" else 1.0)
     gpu = spec.family == "gpu"
     overhead = k["inference"]["layer_overhead_s"] if gpu else 0.0  # fitted on GPUs (kernel launches)
+    rereads = 1.0
+    if attention_kernel == "per_query_head":
+        if served.spec is None:
+            raise InvalidValueError('`attention_kernel`: "per_query_head" needs the model\'s heads (a name or a '
+                                    'ModelSpec), not a parameter count with kv_bytes_per_token')
+        rereads = served.spec.N / served.spec.K   # each KV head read by the N/K query heads that share it
 
     def terms(on):
         e_w = e_kv = e_mm = 1.0
+        kv_read = kv_bytes
         if "kernel_efficiency" in on:  # a layer's four weight matrices, its KV cache, its matmuls on one chip
             if gpu:  # the HBM table was measured on GPUs
                 e_w = _hbm_efficiency(weights / (4 * L * n) / 1e6)
                 e_kv = _hbm_efficiency(kv_bytes / (L * n) / 1e6)
             e_mm = _matmul_efficiency(flops / (4 * L * n) / 1e9) * scale
-        value = kv_bytes / (n * W * e_kv) + np.maximum(flops / (n * C * e_mm), weights / (n * W * e_w))
+            kv_read = kv_bytes * rereads
+        value = kv_read / (n * W * e_kv) + np.maximum(flops / (n * C * e_mm), weights / (n * W * e_w))
         if "kernel_overhead" in on:
             value = value + L * overhead
         if "tensor_collectives" in on and served.spec is not None:

@@ -34,7 +34,9 @@ class InferenceResult:
 
     `quantity` is ``"decode_step_s"``, ``"prefill_s"`` or ``"output_tokens_per_s"`` (see
     :func:`predict_inference_result`); `measured` is False for a figure worked out by hand (the
-    book's), True for a measurement on real hardware.
+    book's), True for a measurement on real hardware. `vocab` and `shape` (pairs of a letter and its
+    value) change the preset `model` into the one served, named `model_name`; `attention_kernel` is how
+    the engine's decode attention read the KV cache (see :func:`~scalelib.estimated_generate_step_time_s`).
     """
 
     name: str
@@ -59,6 +61,9 @@ class InferenceResult:
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     efficiency: float = 1.0
+    attention_kernel: str = "grouped"
+    shape: tuple[tuple[str, int], ...] | None = None
+    model_name: str | None = None
 
     @property
     def unit(self) -> str:
@@ -79,6 +84,8 @@ def _load(table: str = "result") -> tuple[InferenceResult, ...]:
         row = dict(row)
         if "slice" in row:
             row["slice"] = tuple(row["slice"])
+        if "shape" in row:
+            row["shape"] = tuple(sorted(row["shape"].items()))
         rows.append(InferenceResult(**row))
     return tuple(rows)
 
@@ -179,7 +186,12 @@ def closed_loop_throughput(model, topology, *, concurrency, prompt_tokens, outpu
 
 def _served_model(r: InferenceResult):
     m = _model(r.model)
-    return m if r.vocab is None else m.derive(f"{m.name} (V = {r.vocab})", V=r.vocab)
+    changes = dict(r.shape or ())
+    if r.vocab is not None:
+        changes["V"] = r.vocab
+    if not changes:
+        return m
+    return m.derive(r.model_name or f"{m.name} (V = {r.vocab})", **changes)
 
 
 def _topology(r: InferenceResult):
@@ -265,7 +277,7 @@ def _estimated_closed_loop(m, topo, r: InferenceResult, kw) -> Derivation:
     dtypes = dict(weight_dtype=r.weight_dtype, compute_dtype=r.compute_dtype)
     prefill = explain(estimated_prefill_time_s, m, topo, tokens=P, batch=c, **dtypes, **kw)
     steps = estimated_generate_step_time_s(m, topo, batch=c, context=P + np.arange(G), kv_dtype=r.kv_dtype,
-                                           check_memory=False, **dtypes, **kw)
+                                           check_memory=False, attention_kernel=r.attention_kernel, **dtypes, **kw)
     decode_s = float(np.sum(steps))
     value = c * G / (float(prefill.value) + decode_s)
     return Derivation("tokens/s (estimate)", "c·G / (T_prefill_est + Σ T_step_est)",
@@ -310,7 +322,7 @@ def estimate_inference_result(result):
     r, m, topo, kw, dtypes = _configuration(result)
     if r.quantity == "decode_step_s":
         return explain(estimated_generate_step_time_s, m, topo, batch=r.batch, context=r.context,
-                       kv_dtype=r.kv_dtype, **dtypes, **kw)
+                       kv_dtype=r.kv_dtype, attention_kernel=r.attention_kernel, **dtypes, **kw)
     if r.quantity == "prefill_s":
         eff = None if r.efficiency == 1.0 else r.efficiency
         return explain(estimated_prefill_time_s, m, topo, tokens=r.prompt_tokens, batch=r.batch, efficiency=eff,
