@@ -137,11 +137,13 @@ def estimate_step(s, hw, g, on, *, parts=False):
         ideal = 0.0
         real = 0.0
         cap = s.C / s.peak  # `efficiency`: no matmul beats the share of peak the caller allows
+        ref = constants()["matmul"].get("reference_peak_flops_per_s")
+        size = ref / s.peak if ref else 1.0   # the table's sizes are an A100's (see _inference._table_size)
         for m_, k_, n_, batch, a_in, a_out in ops:
             flops = 2.0 * m_ * k_ * n_ * batch
             nbytes = s.b_act * (a_in * m_ * k_ + k_ * n_ + a_out * m_ * n_) * batch
             ideal = ideal + flops / s.C
-            rate = s.peak * np.minimum(cap, _matmul_efficiency(flops / 1e9) * hw.mm_scale)
+            rate = s.peak * np.minimum(cap, _matmul_efficiency(flops / 1e9 * size) * hw.mm_scale)
             real = real + flops / rate + nbytes / hw.hbm
         factor = real / ideal   # >= 1: every matmul at most at C, operand reads on top
         ser_f, ser_b = ser_f * factor, ser_b * factor

@@ -859,6 +859,18 @@ def _attention_wave_flops(flops, batch, T, heads, head_dim, spec: ChipSpec):
     return np.maximum(f, waves * spec.cores * 2.0 * tm * tn * head_dim)
 
 
+def _table_size(C, k) -> float:
+    """The factor that turns a kernel's GFLOP on a chip of peak C into the [matmul] table's sizes.
+
+    The table was measured on A100s (its `reference_peak_flops_per_s`): what costs a small kernel its
+    efficiency (launch, filling the pipeline, the last partial wave) takes a time, not a number of FLOPs,
+    so a kernel of f FLOPs at peak C runs as the table's kernel that takes the same time on the A100:
+    f · C_A100 / C. 1 on an A100 in bf16; below 1 on a faster chip or dtype (an H100's fp8: 312 / 1979).
+    """
+    ref = k["matmul"].get("reference_peak_flops_per_s")
+    return 1.0 if not ref else ref / C
+
+
 def _add_collectives(value, comms, overlapped: bool):
     """A pass with its collectives: after its kernels, or overlapped with them (the longer of the two)."""
     return np.maximum(value, comms) if overlapped else value + comms
@@ -950,6 +962,7 @@ def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dt
     flops = 2 * np.asarray(B) * t * served.active.value
     k = constants()
     scale = k["kernel"]["matmul_scale"] * (k["inference"]["fp8_matmul_scale"] if c == "fp8" else 1.0)
+    size = _table_size(C, k)   # the [matmul] table's sizes are an A100's: a faster chip's kernel is "smaller"
     gpu = spec.family == "gpu"
     overhead = k["inference"]["layer_overhead_s"] if gpu else 0.0  # fitted on GPUs (kernel launches)
     rereads = 1.0
@@ -966,7 +979,7 @@ def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dt
             if gpu:  # the HBM table was measured on GPUs
                 e_w = _hbm_efficiency(weights / (4 * L * n) / 1e6)
                 e_kv = _hbm_efficiency(kv_bytes / (L * n) / 1e6)
-            e_mm = _matmul_efficiency(flops / (4 * L * n) / 1e9) * scale
+            e_mm = _matmul_efficiency(flops / (4 * L * n) / 1e9 * size) * scale
             kv_read = kv_bytes * rereads
         value = kv_read / (n * W * e_kv) + np.maximum(flops / (n * C * e_mm), weights / (n * W * e_w))
         if "kernel_overhead" in on:
@@ -1042,6 +1055,7 @@ def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="
     m = served.spec
     k = constants()
     scale = k["kernel"]["matmul_scale"] * (k["inference"]["fp8_matmul_scale"] if c == "fp8" else 1.0)
+    size = _table_size(C, k)   # the [matmul] table's sizes are an A100's: a faster chip's kernel is "smaller"
     gpu = spec.family == "gpu"
     overhead = k["inference"]["layer_overhead_s"] * (m.L if m is not None else 1) if gpu else 0.0
     w_bytes = bytes_per_value(w)
@@ -1062,24 +1076,24 @@ def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="
                                      (F, D, False)):
                     n_loc, k_loc = (n_ / n, k_) if cols else (n_, k_ / n)
                     f = _wave_flops(tok, n_loc, k_loc, spec)   # one layer's matmul on one chip, in whole waves
-                    t_f = f / (C * _matmul_efficiency(f / 1e9) * scale)
+                    t_f = f / (C * _matmul_efficiency(f / 1e9 * size) * scale)
                     if gpu:  # and no faster than its weights stream in at the HBM share of their size
                         b = k_loc * n_loc * w_bytes
                         t_f = np.maximum(t_f, b / (W * _hbm_efficiency(b / 1e6)))
                     t_math = t_math + m.L * t_f
                 f_un = 2.0 * tok * D * V / n
-                t_math = t_math + f_un / (C * _matmul_efficiency(f_un / 1e9) * scale)
+                t_math = t_math + f_un / (C * _matmul_efficiency(f_un / 1e9 * size) * scale)
                 if attention:  # attention's own kernel: QK^T and PV per head, a small matmul each
                     per_layer = flops_att / (m.L * n)
                     f_att = _attention_wave_flops(per_layer, Bn, T, N / n, H, spec)
-                    t_att = f_att / (C * _matmul_efficiency(f_att / 1e9 / 2) * scale)
+                    t_att = f_att / (C * _matmul_efficiency(f_att / 1e9 / 2 * size) * scale)
                     if gpu:  # and no faster than it reads the layer's K and V (2 bytes a value)
                         kv = 2.0 * Bn * T * K * H * 2.0 / n
                         t_att = np.maximum(t_att, kv / (W * _hbm_efficiency(kv / 1e6)))
                     t_math = t_math + m.L * t_att
             else:
                 f = flops_mm / n
-                t_math = f / (C * _matmul_efficiency(f / 1e9) * scale)
+                t_math = f / (C * _matmul_efficiency(f / 1e9 * size) * scale)
         else:
             t_math = (flops_mm + flops_att) / (n * C)
         value = np.maximum(t_math, weights / (n * W))
