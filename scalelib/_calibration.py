@@ -87,6 +87,20 @@ def _matmul_efficiency(gflop):
     return _interpolated(gflop, c["gflop"], c["efficiency"])
 
 
+def table_size(peak_flops_per_s) -> float:
+    """The factor that turns a kernel's GFLOP on a chip of peak `peak_flops_per_s` into the [matmul] table's sizes.
+
+    The table was measured on an A100 (``[matmul] reference_chip``, at its bf16 peak in chips.toml). What costs a
+    small kernel its efficiency (its launch, filling the pipeline, the last partial wave) takes a time, not a
+    number of FLOPs, so a kernel of f FLOPs at peak C runs as the table's kernel that takes as long on the A100:
+    f · C_A100 / C. 1 on an A100 in bf16, about 0.16 on an H100 in fp8.
+    """
+    from ._specs import chip
+
+    ref = constants()["matmul"].get("reference_chip")
+    return 1.0 if not ref else chip(ref).peak_flops_per_s(dtype="bf16") / peak_flops_per_s
+
+
 def _hbm_efficiency(mb):
     """A memory-bound kernel's share of HBM bandwidth by the MB it moves: the [hbm] table, interpolated."""
     c = constants()["hbm"]

@@ -52,7 +52,7 @@ import numpy as np
 from . import _training
 from ._calibration import (INFERENCE_LOSS_SOURCES, INFERENCE_LOSSES, LOSS_SOURCES, LOSSES,  # noqa: F401 (re-exported)
                            _hbm_efficiency, _matmul_efficiency, check_inference_losses, check_losses, constants,
-                           model_shape)
+                           model_shape, table_size)
 from ._errors import InvalidValueError
 from ._training import _SCHED_CODE, REMAT, _costs_numpy, _grid_terms
 
@@ -137,8 +137,7 @@ def estimate_step(s, hw, g, on, *, parts=False):
         ideal = 0.0
         real = 0.0
         cap = s.C / s.peak  # `efficiency`: no matmul beats the share of peak the caller allows
-        ref = constants()["matmul"].get("reference_peak_flops_per_s")
-        size = ref / s.peak if ref else 1.0   # the table's sizes are an A100's (see _inference._table_size)
+        size = table_size(s.peak)   # the table's sizes are an A100's: a faster chip's kernel is "smaller"
         for m_, k_, n_, batch, a_in, a_out in ops:
             flops = 2.0 * m_ * k_ * n_ * batch
             nbytes = s.b_act * (a_in * m_ * k_ + k_ * n_ + a_out * m_ * n_) * batch

@@ -859,18 +859,6 @@ def _attention_wave_flops(flops, batch, T, heads, head_dim, spec: ChipSpec):
     return np.maximum(f, waves * spec.cores * 2.0 * tm * tn * head_dim)
 
 
-def _table_size(C, k) -> float:
-    """The factor that turns a kernel's GFLOP on a chip of peak C into the [matmul] table's sizes.
-
-    The table was measured on A100s (its `reference_peak_flops_per_s`): what costs a small kernel its
-    efficiency (launch, filling the pipeline, the last partial wave) takes a time, not a number of FLOPs,
-    so a kernel of f FLOPs at peak C runs as the table's kernel that takes the same time on the A100:
-    f · C_A100 / C. 1 on an A100 in bf16; below 1 on a faster chip or dtype (an H100's fp8: 312 / 1979).
-    """
-    ref = k["matmul"].get("reference_peak_flops_per_s")
-    return 1.0 if not ref else ref / C
-
-
 def _add_collectives(value, comms, overlapped: bool):
     """A pass with its collectives: after its kernels, or overlapped with them (the longer of the two)."""
     return np.maximum(value, comms) if overlapped else value + comms
@@ -942,7 +930,7 @@ def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dt
         '18.7 ms'
     """
     from ._calibration import INFERENCE_LOSS_SOURCES, _hbm_efficiency, _matmul_efficiency, check_inference_losses, \
-        constants
+        constants, table_size
 
     charged = check_inference_losses(losses)
     attention_kernel = name("attention_kernel", attention_kernel, ATTENTION_KERNELS, "decode attention kernel")
@@ -962,7 +950,7 @@ def estimated_generate_step_time_s(model, topology, *, batch, context, weight_dt
     flops = 2 * np.asarray(B) * t * served.active.value
     k = constants()
     scale = k["kernel"]["matmul_scale"] * (k["inference"]["fp8_matmul_scale"] if c == "fp8" else 1.0)
-    size = _table_size(C, k)   # the [matmul] table's sizes are an A100's: a faster chip's kernel is "smaller"
+    size = table_size(C)   # the [matmul] table's sizes are an A100's: a faster chip's kernel is "smaller"
     gpu = spec.family == "gpu"
     overhead = k["inference"]["layer_overhead_s"] if gpu else 0.0  # fitted on GPUs (kernel launches)
     rereads = 1.0
@@ -1034,10 +1022,10 @@ def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="
         >>> from scalelib import fmt
         >>> fmt(estimated_prefill_time_s("llama-3-70b", "h100", num_chips=2, tokens=5000, weight_dtype="fp8",
         ...                              compute_dtype="fp8"), "s")   # NIM: 407 ms
-        '414 ms'
+        '417 ms'
     """
     from ._calibration import INFERENCE_LOSS_SOURCES, _hbm_efficiency, _matmul_efficiency, \
-        check_inference_losses, constants, model_shape
+        check_inference_losses, constants, model_shape, table_size
 
     charged = check_inference_losses(losses)
     eff = None if efficiency is None else share("efficiency", efficiency)
@@ -1055,7 +1043,7 @@ def estimated_prefill_time_s(model, topology, *, tokens, batch=1, weight_dtype="
     m = served.spec
     k = constants()
     scale = k["kernel"]["matmul_scale"] * (k["inference"]["fp8_matmul_scale"] if c == "fp8" else 1.0)
-    size = _table_size(C, k)   # the [matmul] table's sizes are an A100's: a faster chip's kernel is "smaller"
+    size = table_size(C)   # the [matmul] table's sizes are an A100's: a faster chip's kernel is "smaller"
     gpu = spec.family == "gpu"
     overhead = k["inference"]["layer_overhead_s"] * (m.L if m is not None else 1) if gpu else 0.0
     w_bytes = bytes_per_value(w)

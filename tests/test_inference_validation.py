@@ -125,34 +125,63 @@ def test_held_out_figures_join_only_when_asked_and_carry_their_source():
     assert [r.name for r in every] == list(PUBLISHED) + list(HELD_OUT)
     assert not set(HELD_OUT) & set(PUBLISHED)
     for r in every[len(PUBLISHED):]:
-        assert r.reported == HELD_OUT[r.name]["reported"] and r.measured and r.quantity == "prefill_s"
-        assert r.url.startswith("https://github.com/NVIDIA/TensorRT-LLM/blob/") and f"{r.reported * 1e3:g} ms" in r.source
+        assert r.reported == HELD_OUT[r.name]["reported"] and r.measured
+        assert r.url.startswith("https://github.com/NVIDIA/TensorRT-LLM/blob/")
+        if r.quantity == "prefill_s":   # TensorRT-LLM's Low Latency tables: whole milliseconds
+            assert r.batch == 1 and f": {r.reported * 1e3:g} ms" in r.source
+        else:                           # its Peak Throughput tables: tokens/s per GPU, recorded for all the GPUs
+            assert r.quantity == "output_tokens_per_s" and r.attention_kernel == "per_query_head"
+            assert f": {r.reported / r.num_chips:,.0f} output tokens/s per GPU" in r.source
     with pytest.raises(sl.InvalidValueError, match="`held_out`"):
         sl.inference_results(held_out="yes")
 
 
-#: the one held-out figure the estimate still misses (chapter 8 says so): its two-sided band, not ±25%
-KNOWN_MISS = {"trtllm-h100x4-ttft-128": (-0.40, -0.25)}
+def test_llama_2_7b_is_llama_2_13bs_design_at_its_own_sizes():
+    r = HELD_OUT["trtllm-7b-h100x1-ttft-128"]
+    m = sl.model(r["model"]).derive("llama-2-7b", **r["shape"])
+    # Touvron et al. 2023: 32 layers, width 4096, 32 heads; meta-llama/Llama-2-7b-hf: 6,738,415,616 parameters
+    assert sl.params(m) == 6_738_415_616
+    fetched = next(x for x in sl.inference_results(held_out=True) if x.name == "trtllm-7b-h100x1-ttft-128")
+    assert fetched.model_name == "llama-2-7b" and dict(fetched.shape) == r["shape"]
 
 
 @pytest.mark.parametrize("name", sorted(HELD_OUT))
-def test_on_held_out_figures_the_roofline_still_bounds_and_the_estimate_errs_as_chapter_8_says(name):
-    reported = HELD_OUT[name]["reported"]
-    assert float(sl.predict_inference_result(name)) < reported       # a bound, never beaten
+def test_on_held_out_figures_the_roofline_still_bounds_and_the_estimate_is_within_a_quarter(name):
+    r = HELD_OUT[name]
+    reported, predicted = r["reported"], float(sl.predict_inference_result(name))
+    # a bound, never beaten: a measured time above it, a measured throughput below it
+    assert predicted < reported if r["quantity"] == "prefill_s" else predicted > reported
     err = float(sl.estimate_inference_result(name)) / reported - 1
     assert sl.inference_estimate_error(name) == pytest.approx(err, rel=1e-12)
-    lo, hi = KNOWN_MISS.get(name, (-0.25, 0.25))
-    assert lo <= err <= hi, f"{name}: {err:+.1%}"
+    assert -0.25 <= err <= 0.25, f"{name}: {err:+.1%}"
 
 
 def test_the_held_out_mean_error_is_within_15_percent():
-    # every measured figure no constant was fitted on: the first table's held-out rows and the three above
+    # every measured figure no constant was fitted on: the first table's held-out rows and every one above
     fitted = set(tomllib.loads((Path(sl.__file__).parent / "data" / "estimate.toml").read_text())["inference"]
                  ["fitted_on"])
     held = [abs(sl.inference_estimate_error(r)) for r in sl.inference_results(held_out=True)
             if r.measured and r.name not in fitted]
-    assert len(held) == 6
+    assert len(held) == 3 + len(HELD_OUT) and len(HELD_OUT) >= 20
     assert sum(held) / len(held) <= 0.15, f"mean |error| {sum(held) / len(held):.1%}"
+
+
+def test_long_generations_of_llama_2_70b_read_the_cache_once_per_query_head():
+    # TensorRT-LLM 0.6.1's long generations of Llama 2 70B (8 query heads per KV head) run about twice as slow as
+    # a kernel reading each KV head once allows; its 7B (one query head per KV head) does not, so the re-read
+    # explains the 70B's gap and changes nothing for the 7B
+    import dataclasses
+
+    every = {r.name: r for r in sl.inference_results(held_out=True)}
+    for name, r in every.items():
+        if r.quantity != "output_tokens_per_s" or r.output_tokens != 2048:
+            continue
+        grouped = dataclasses.replace(r, attention_kernel="grouped")
+        err = float(sl.estimate_inference_result(grouped)) / r.reported - 1
+        if name.startswith("trtllm-70b"):
+            assert err > 0.6, f"{name}: {err:+.0%} with one read per KV head"
+        else:
+            assert err == pytest.approx(sl.inference_estimate_error(name), abs=1e-12)
 
 
 def test_short_prompt_matmuls_run_in_whole_waves_of_tiles():

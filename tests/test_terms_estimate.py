@@ -192,3 +192,59 @@ def test_each_chip_reads_its_share_of_a_layers_weights_at_the_hbm_share_that_tra
     kv = kv_bytes / (n * H100["hbm_bytes_per_s"] * _hbm_share(kv_bytes / (L * n) / 1e6))
     w_time = weights / (n * H100["hbm_bytes_per_s"] * _hbm_share(mb))
     assert est == pytest.approx(kv + w_time, rel=1e-9)
+
+
+def test_a_decode_kernel_per_query_head_reads_each_kv_head_once_for_each_query_head_sharing_it():
+    # as the test above, with the cache read N/K = 64/8 = 8 times (TensorRT-LLM's masked MHA before XQA: one
+    # thread block per query head), each read at the HBM share of one layer's cache on one chip
+    n, kw = 8, dict(batch=1, context=128, weight_dtype="bf16")
+    m, L = MODELS["llama-3-70b"], MODELS["llama-3-70b"]["L"]
+    weights = BF16 * sl.params("llama-3-70b")
+    kv_bytes = 128 * 2 * L * m["K"] * m["H"] * BF16
+    kv = kv_bytes / (n * H100["hbm_bytes_per_s"] * _hbm_share(kv_bytes / (L * n) / 1e6))
+    w_time = weights / (n * H100["hbm_bytes_per_s"] * _hbm_share(weights / (4 * L * n) / 1e6))
+    est = sl.estimated_generate_step_time_s("llama-3-70b", "h100", num_chips=n, losses=["kernel_efficiency"],
+                                            attention_kernel="per_query_head", **kw)
+    assert est == pytest.approx(m["N"] // m["K"] * kv + w_time, rel=1e-9)
+    # a model with one query head per KV head (Llama 2 13B) reads its cache once either way
+    one = {a: sl.estimated_generate_step_time_s("llama-2-13b", "h100", num_chips=1, attention_kernel=a, **kw)
+           for a in ("grouped", "per_query_head")}
+    assert one["grouped"] == one["per_query_head"]
+    # the roofline knows no kernel: with no loss charged the re-read is not charged either
+    assert (sl.estimated_generate_step_time_s("llama-3-70b", "h100", num_chips=n, losses=(),
+                                              attention_kernel="per_query_head", **kw)
+            == sl.generate_step_time_s("llama-3-70b", "h100", num_chips=n, **kw))
+    with pytest.raises(sl.UnknownNameError, match="`attention_kernel`.*grouped, per_query_head"):
+        sl.estimated_generate_step_time_s("llama-3-70b", "h100", num_chips=n, attention_kernel="xqa", **kw)
+    with pytest.raises(sl.InvalidValueError, match="`attention_kernel`"):
+        sl.estimated_generate_step_time_s(7e10, "h100", num_chips=n, kv_bytes_per_token=1e5,
+                                          attention_kernel="per_query_head", **kw)
+
+
+def _matmul_share(gflop):
+    """The [matmul] table of estimate.toml, linear between its points, at the table's own sizes (by hand)."""
+    pts = sorted(zip(K["matmul"]["gflop"], K["matmul"]["efficiency"]))
+    for (a, ea), (b, eb) in zip(pts, pts[1:]):
+        if a <= gflop <= b:
+            return ea + (eb - ea) * (gflop - a) / (b - a)
+    return pts[-1][1]
+
+
+def test_a_matmul_is_read_in_the_table_at_the_size_that_takes_as_long_on_the_tables_a100():
+    # a 100M-parameter model (a plain count: one matmul of 2·P·T FLOPs) prefilling 256 tokens on one H100 in fp8:
+    # 51.2 GFLOP, which at the H100's fp8 peak takes as long as 51.2 · 310/2000 = 7.94 GFLOP at the A100's bf16
+    # peak (chips.toml), so it runs at the table's share for 7.94 GFLOP (0.6 at 1, 0.9 at 16: 0.739), not 51.2's
+    assert K["matmul"]["reference_chip"] == "a100"
+    f = 2 * 1e8 * 256
+    size = f / 1e9 * CHIPS["a100"]["bf16_flops_per_s"] / H100["fp8_flops_per_s"]
+    assert 1 < size < 16 and 16 < f / 1e9 < 128
+    scale = K["kernel"]["matmul_scale"] * K["inference"]["fp8_matmul_scale"]
+    t_math = f / (H100["fp8_flops_per_s"] * _matmul_share(size) * scale)
+    assert t_math > 1e8 / H100["hbm_bytes_per_s"]          # compute-bound: the weights stream in sooner
+    est = sl.estimated_prefill_time_s(1e8, "h100", tokens=256, weight_dtype="fp8", compute_dtype="fp8",
+                                      losses=["kernel_efficiency"])
+    assert est == pytest.approx(t_math, rel=1e-9)
+    # on the table's own chip and dtype a kernel is read at its own size
+    a100 = sl.estimated_prefill_time_s(1e8, "a100", tokens=256, losses=["kernel_efficiency"])
+    assert a100 == pytest.approx(f / (CHIPS["a100"]["bf16_flops_per_s"] * _matmul_share(f / 1e9)
+                                      * K["kernel"]["matmul_scale"]), rel=1e-9)
