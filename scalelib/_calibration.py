@@ -93,7 +93,8 @@ def table_size(peak_flops_per_s) -> float:
     The table was measured on an A100 (``[matmul] reference_chip``, at its bf16 peak in chips.toml). What costs a
     small kernel its efficiency (its launch, filling the pipeline, the last partial wave) takes a time, not a
     number of FLOPs, so a kernel of f FLOPs at peak C runs as the table's kernel that takes as long on the A100:
-    f · C_A100 / C. 1 on an A100 in bf16, about 0.16 on an H100 in fp8.
+    f · C_A100 / C. 1 on an A100 in bf16, about 0.16 on an H100 in fp8. Used by the inference estimates
+    (chapter 8); the training estimate reads the table at a kernel's own GFLOP (see estimate.toml).
     """
     from ._specs import chip
 

@@ -52,7 +52,7 @@ import numpy as np
 from . import _training
 from ._calibration import (INFERENCE_LOSS_SOURCES, INFERENCE_LOSSES, LOSS_SOURCES, LOSSES,  # noqa: F401 (re-exported)
                            _hbm_efficiency, _matmul_efficiency, check_inference_losses, check_losses, constants,
-                           model_shape, table_size)
+                           model_shape)
 from ._errors import InvalidValueError
 from ._training import _SCHED_CODE, REMAT, _costs_numpy, _grid_terms
 
@@ -137,12 +137,11 @@ def estimate_step(s, hw, g, on, *, parts=False):
         ideal = 0.0
         real = 0.0
         cap = s.C / s.peak  # `efficiency`: no matmul beats the share of peak the caller allows
-        size = table_size(s.peak)   # the table's sizes are an A100's: a faster chip's kernel is "smaller"
         for m_, k_, n_, batch, a_in, a_out in ops:
             flops = 2.0 * m_ * k_ * n_ * batch
             nbytes = s.b_act * (a_in * m_ * k_ + k_ * n_ + a_out * m_ * n_) * batch
             ideal = ideal + flops / s.C
-            rate = s.peak * np.minimum(cap, _matmul_efficiency(flops / 1e9 * size) * hw.mm_scale)
+            rate = s.peak * np.minimum(cap, _matmul_efficiency(flops / 1e9) * hw.mm_scale)
             real = real + flops / rate + nbytes / hw.hbm
         factor = real / ideal   # >= 1: every matmul at most at C, operand reads on top
         ser_f, ser_b = ser_f * factor, ser_b * factor
