@@ -119,8 +119,10 @@ def model_shape(m):
 INFERENCE_LOSSES = ("kernel_efficiency", "kernel_overhead", "tensor_collectives")
 
 INFERENCE_LOSS_SOURCES = {
-    "kernel_efficiency": "per-layer matmuls at calculon's A100 efficiency by size (scaled as fitted for training) "
-                         "and weight and KV-cache reads at its HBM efficiency by transfer size (Isaev et al. 2023); "
+    "kernel_efficiency": "per-layer matmuls at calculon's A100 efficiency by size (scaled as fitted for training; "
+                         "a kernel read at the size that takes as long on the A100) and weight and KV-cache reads at "
+                         "its HBM efficiency by transfer size (Isaev et al. 2023), the cache once per query head "
+                         "with a per-query-head decode kernel (TensorRT-LLM's gpt_attention docs); "
                          "a GPU prefill's matmuls and attention kernel in whole waves of 128 x 128 tiles over the SMs "
                          "(NVIDIA, Matrix Multiplication Background User's Guide, ch. 3)",
     "kernel_overhead": "a fixed cost per layer per forward pass (kernel launches and gaps), fitted on NIM's two "
