@@ -49,7 +49,19 @@ BANDS = {
     # below peak, no sequence parallelism, 70 layers over 12 uneven stages (the 250,880-wide embedding on the
     # first and last), and the launch script's CUDA_LAUNCH_BLOCKING=1
     "bloom-176b-a100": (1.72, 2.01),
+    # 88%, 85% and 83% against 40%, 39% and 36% (HFU): Megatron-LM's 530B plan (TP 8, PP 35) on DeepSpeed's
+    # pipeline engine, at 126 to 113 TFLOP/s where Megatron-LM's own run of the same plan reached 163; the
+    # estimate misses it too (MT_NLG below)
+    "mtnlg-530b-2240-a100": (2.00, 2.34),
+    "mtnlg-530b-2800-a100": (2.02, 2.37),
+    "mtnlg-530b-3360-a100": (2.10, 2.46),
 }
+
+#: the runs the calibrated estimate misses by more than 15%: Megatron-Turing NLG's three
+#: scales, 23-27% fast (their entries say why); held to that two-sided band so a change that widens or hides the
+#: miss fails here
+MT_NLG = {"mtnlg-530b-2240-a100": (-0.28, -0.19), "mtnlg-530b-2800-a100": (-0.28, -0.19),
+          "mtnlg-530b-3360-a100": (-0.31, -0.22)}
 
 
 def test_every_run_has_a_band_a_source_and_at_least_three_publishers():
@@ -91,7 +103,7 @@ def test_the_published_axes_are_kept_and_the_plan_fits(name):
 def test_the_published_shapes_have_the_published_parameter_counts():
     counts = {"megatron-1t-a100": 1008.0e9, "megatron-530b-a100": 529.6e9, "megatron-146b-a100": 145.6e9,
               "palm-540b-tpu-v4": 540.35e9, "llama3-405b-8k-h100": 405e9,
-              "bloom-176b-a100": 176.247e9}   # BLOOM: 176,247M parameters (Le Scao et al. 2022)
+              "bloom-176b-a100": 176.247e9, "mtnlg-530b-2240-a100": 530e9}   # BLOOM: 176,247M parameters (Le Scao et al. 2022)
     for name, published in counts.items():
         r = next(r for r in sl.training_runs() if r.name == name)
         assert sl.params(r.spec) == pytest.approx(published, rel=0.01)
@@ -124,7 +136,20 @@ def test_the_step_time_runs_join_only_when_asked_and_each_beats_no_roofline():
 def test_the_calibrated_estimate_lands_between_the_roofline_and_a_quarter_past_the_measurement(name):
     cost = sl.published_plan_estimate(name)
     measured = sl.measured_step_time_s(name)
-    assert cost.time_s < measured and 0.75 * measured <= cost.estimated_time_s <= 1.25 * measured
+    assert cost.time_s < measured
+    lo, hi = MT_NLG.get(name, (-0.25, 0.25))
+    assert lo <= cost.estimated_time_s / measured - 1 <= hi
+
+
+def test_off_the_fitted_stack_the_held_out_runs_are_within_15_percent_but_megatron_turing_nlg():
+    fitted = set(tomllib.loads((Path(sl.__file__).parent / "data" / "estimate.toml").read_text())["kernel"]
+                 ["fitted_on"])
+    held = {r.name: abs(sl.estimate_error(r)) for r in sl.training_runs(step_times=True) if r.name not in fitted}
+    assert {n for n, e in held.items() if e > 0.15} == set(MT_NLG)
+    # the same model, TP, PP and chips on Megatron-LM's own stack: within 5%
+    assert held["megatron-530b-a100"] < 0.05
+    others = [e for n, e in held.items() if n not in MT_NLG]
+    assert len(others) == 11 and sum(others) / len(others) < 0.08
 
 
 def test_an_unpublished_microbatch_count_cuts_each_replicas_sequences_into_whole_ones():
