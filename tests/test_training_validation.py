@@ -161,3 +161,28 @@ def test_an_unpublished_microbatch_count_cuts_each_replicas_sequences_into_whole
         assert sequences == int(sequences)
         for cost in (sl.published_plan_cost(name), sl.published_plan_estimate(name)):
             assert int(sequences) % cost.plan.microbatches == 0, (name, cost.plan)
+
+
+def test_chapter_6_quotes_the_estimates_errors_as_the_library_computes_them():
+    import json
+    import re
+
+    words = {10: "ten", 14: "fourteen", 15: "Fifteen", 18: "eighteen"}
+    nb = json.loads((Path(sl.__file__).parent.parent / "book" / "ch06_llama_training.ipynb").read_text())
+    text = re.sub(r"\s+", " ", " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"))
+    fitted = set(tomllib.loads((Path(sl.__file__).parent / "data" / "estimate.toml").read_text())["kernel"]
+                 ["fitted_on"])
+    every = {r.name: sl.estimate_error(r) for r in sl.training_runs(step_times=True)}
+    held = [abs(e) for n, e in every.items() if n not in fitted]
+    util = [every[r.name] for r in sl.training_runs()]
+    within = sum(abs(e) <= 0.15 for e in every.values())
+    mt = [every[n] for n in MT_NLG]
+    for phrase in (f"{words[within]} of the {words[len(every)]} estimates land within 15%",
+                   f"over the {words[len(held)]} runs it was not fitted on, the mean error is {sum(held) / len(held):.1%}",
+                   f"All {words[len(util)]} runs of the previous section come out fast, by {-max(util):.1%} to "
+                   f"{-min(util):.1%}",
+                   f"Megatron-DeepSpeed is {-every['bloom-176b-a100']:.1%} fast",
+                   f"is {-max(mt):.0%} to {-min(mt):.0%} fast at its three scales",
+                   f"where Megatron-LM's run of the same plan is {-every['megatron-530b-a100']:.0%} fast"):
+        assert phrase in text, phrase
+    assert all(e < 0 for e in util)
