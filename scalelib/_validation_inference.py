@@ -94,8 +94,9 @@ def inference_results(*, held_out=False) -> tuple[InferenceResult, ...]:
     """The published inference figures chapter 8 predicts, each with its configuration and source.
 
     Args:
-        held_out: also the figures held out from the table (other chips, short prompts: how far the
-            calibrated estimate carries), after it.
+        held_out: also the figures held out from the table (TensorRT-LLM's other figures: A100s, Llama 2 7B,
+            short prompts, long generations, batches up to 1,280: how far the calibrated estimate carries),
+            after it.
 
     Returns:
         a tuple of :class:`InferenceResult`, the book's estimates first.

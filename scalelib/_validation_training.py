@@ -1,7 +1,8 @@
 """Published training runs, and scalelib's predictions of them (chapter 6's validation table).
 
 ``scalelib/data/training_runs.toml`` holds runs whose parallel configuration and measured utilisation
-are public (Llama 3 405B on H100s, Megatron-LM's GPT models on A100s, PaLM 540B on TPU v4), each with
+are public (Llama 3 405B on H100s, Megatron-LM's GPT models on A100s, PaLM 540B on TPU v4, and from other
+software stacks BLOOM 176B and Megatron-Turing NLG 530B on Megatron-DeepSpeed), each with
 its source. :func:`predict_training_run` prices the published plan with :func:`~scalelib.training_cost`:
 the published axes are kept, and what the paper leaves out (pipeline schedule, microbatches, remat
 when not stated) is chosen as the fastest that fits. The cost model runs every chip at its peak and
@@ -113,7 +114,7 @@ def training_runs(*, step_times=False) -> tuple[TrainingRun, ...]:
 
     Args:
         step_times: also the runs published as a step time (Korthikanti et al. 2022's eight, Table 5),
-            after the six published as a utilisation.
+            after the ten published as a utilisation.
 
     Returns:
         a tuple of :class:`TrainingRun`.
