@@ -851,12 +851,7 @@ def _symbols(text: str) -> tuple[list[str], list[str]]:
 
 #: Success texts that define a symbol twice with two meanings, or define one they never use, today (issue 29's
 #: list and what the check below finds besides); the list only shrinks.
-PENDING_SYMBOLS: dict[str, str] = {
-    '8.6': 'defined twice: N',
-    '8.11': 'defined twice: N',
-    '8.12': 'defined twice: N',
-    '8.16': 'defined twice: N, C, B',
-}
+PENDING_SYMBOLS: dict[str, str] = {}
 
 
 def test_the_symbol_reader_finds_a_symbol_defined_twice_and_one_never_used():
