@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import after, define, once, slip
+from ._tools import after, define, once, rename, slip
 from .ch04 import _letters as _book_letters
 from .ch04 import _used
 from .ch07 import _letters, _short
@@ -499,7 +499,8 @@ def _generate_batch() -> int:
 
 
 def _freed(prompt=SHORT) -> Derivation:
-    return explain(kv_tokens_freed_per_step, _generate_batch(), prompt, ANSWER_TOKENS)
+    """Reference for 8.15, the prompt's tokens written T as in 8.14 and 8.16 (P is the parameters elsewhere)."""
+    return rename(explain(kv_tokens_freed_per_step, _generate_batch(), prompt, ANSWER_TOKENS), {"P": "T"})
 
 
 register(Exercise(
@@ -524,15 +525,16 @@ def _ratio(batch=None, efficiency=0.4, with_kv=True, inverse=False) -> Derivatio
     v6e = _v6e((2, 2))
     B = _generate_batch() if batch is None else batch
     prefill = prefill_time_s(LLAMA, v6e, tokens=SHORT, weight_dtype="int8", efficiency=efficiency, attention=False)
-    t_prefill = Derivation("T_prefill", "2·P·T / (e·N·C)",
+    t_prefill = Derivation("T_prefill", "2·P·T / (efficiency·N·C)",
                            f"2·{q(params(LLAMA))}·{SHORT} / ({q(efficiency)}·{v6e.num_chips}·"
                            f"{q(v6e.spec.bf16_flops_per_s, 'FLOP/s')})", prefill, "s",
-                           where=("T: tokens per prompt; e: the share of the peak reached; N: chips; "
+                           where=("T: tokens per prompt; efficiency: the share of the peak reached; N: chips; "
                                   "C: a chip's bf16 peak",))
     t_step = explain(generate_step_time_s, LLAMA, v6e, batch=_generate_batch(), context=SHORT if with_kv else 0,
                      weight_dtype="int8")
     d = explain(prefill_to_generate_ratio, t_prefill.value, t_step.value, batch=B, output_tokens=ANSWER_TOKENS)
-    d = after(replace(d, symbol="servers_prefill / servers_generate"), t_step, t_prefill)
+    # the servers' ratio named in words (the library's P/G), so G is the answer's tokens as in 8.11 and 8.15
+    d = rename(after(replace(d, symbol="servers_prefill / servers_generate"), t_step, t_prefill), {"G_tokens": "G"})
     return d if not inverse else Derivation("G/P", "", "", 1 / d.value, "servers", (d,))
 
 
