@@ -376,9 +376,42 @@ class _FastScalelib:
 _FAST_SL = _FastScalelib()
 
 
+#: A chapter cell that works the sample's brief whatever name runs the chapter (its own ``sl.capstone_brief`` of
+#: the sample, and no name the other cells bind): it prints the same for every learner, so the re-run leaves it
+#: out (it compiles on 8 simulated devices, which a test process that started JAX with one device cannot).
+SAME_FOR_EVERY_BRIEF = "same-for-every-brief"
+
+
+def _bound(tree) -> set[str]:
+    import ast
+
+    return ({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            | {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments)
+               for a in n.posonlyargs + n.args + n.kwonlyargs + [x for x in (n.vararg, n.kwarg) if x]}
+            | {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            | {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+               for a in n.names})
+
+
+def _uses_another_cell(source: str, others: list[str]) -> set[str]:
+    """The names `source` reads that the other cells bind (and it does not bind itself)."""
+    import ast
+
+    tree = ast.parse(source)
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    theirs = set().union(*(_bound(ast.parse(o)) for o in others)) - {"sl"}
+    return (read - _bound(tree)) & theirs
+
+
 @functools.lru_cache(maxsize=1)
 def _chapter_sources() -> tuple[str, ...]:
     cells = [c for c in json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+    same = ["".join(c["source"]) for c in cells if SAME_FOR_EVERY_BRIEF in c["metadata"].get("tags", [])]
+    cells = [c for c in cells if SAME_FOR_EVERY_BRIEF not in c["metadata"].get("tags", [])]
+    others = ["".join(c["source"]) for c in cells]
+    for source in same:
+        used = _uses_another_cell(source, others)
+        assert SAMPLE_LINE not in source and not used, f"a cell tagged {SAME_FOR_EVERY_BRIEF} reads {used}"
     sources = tuple("".join(c["source"]) for c in cells if "%pip" not in "".join(c["source"]))
     assert sum(SAMPLE_LINE in s for s in sources) == 1, "the chapter makes the sample brief in one line"
     return sources

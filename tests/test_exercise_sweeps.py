@@ -851,12 +851,7 @@ def _symbols(text: str) -> tuple[list[str], list[str]]:
 
 #: Success texts that define a symbol twice with two meanings, or define one they never use, today (issue 29's
 #: list and what the check below finds besides); the list only shrinks.
-PENDING_SYMBOLS: dict[str, str] = {
-    '8.6': 'defined twice: N',
-    '8.11': 'defined twice: N',
-    '8.12': 'defined twice: N',
-    '8.16': 'defined twice: N, C, B',
-}
+PENDING_SYMBOLS: dict[str, str] = {}
 
 
 def test_the_symbol_reader_finds_a_symbol_defined_twice_and_one_never_used():
@@ -864,6 +859,21 @@ def test_the_symbol_reader_finds_a_symbol_defined_twice_and_one_never_used():
             "   T2 = V / W = 2 s\n     where W: both ways; x: bytes per value")
     assert _symbols(text) == (["W"], ["x"])
     assert _symbols("✅ ok\n   T = V / W\n     where V: bytes; W: bandwidth") == ([], [])
+
+
+def test_once_keeps_a_symbol_s_first_definition_and_drops_the_others():
+    from scalelib._derivation import Derivation
+    from scalelib.course.answer_key._tools import once
+
+    step = Derivation("T", "V / (N·W)", "", 1.0, "s", where=("V: bytes; N: 8 chips (TpuSlice(X=4, Y=2; 8 chips)); "
+                                                            "W: a chip's bandwidth",))
+    later = Derivation("T", "V / (N·W)", "", 0.5, "s", where=("N: 16 chips (TpuSlice(X=4, Y=4; 16 chips)); W: a chip's "
+                                                             "bandwidth",))
+    rate = Derivation("r", "1 / (T · N)", "", 1.0, "1/s", (step, later), where=("N: chips",))
+    text = "✅ ok\n" + str(once(rate, {"N": "the chips of the slice (8, then 16)"}))
+    assert _symbols("✅ ok\n" + str(rate)) == (["N"], [])
+    assert _symbols(text) == ([], []) and text.count("N: ") == 1 and "N: the chips of the slice (8, then 16)" in text
+    assert "where V: bytes; N: the chips" in text and "; 8 chips))" not in text  # "; " inside brackets is no split
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

@@ -88,3 +88,43 @@ def weights_only(derivation: Derivation) -> Derivation:
         return replace(node, steps=tuple(visit(s) for s in node.steps), where=where)
 
     return visit(derivation)
+
+
+def once(derivation: Derivation, meanings: Mapping[str, str] = {}) -> Derivation:
+    """`derivation` with each symbol defined once: where a later ``where`` line (in printed order: steps first)
+    defines a symbol again, that definition is dropped, and a line left empty goes. `meanings` replaces a
+    symbol's first definition, for a symbol that stands for the same kind of thing at two values (N: the chips of
+    either slice), so that one meaning covers every line that uses it."""
+    defined: set[str] = set()
+
+    def head(part: str) -> list[str]:
+        match = re.match(r"([^:]{1,25}):\s", part)
+        return [s.strip() for s in match.group(1).split(",")] if match else []
+
+    def parts(line: str) -> list[str]:  # split at "; " outside brackets ("N: 8 chips (TpuSlice(...; 8 chips))")
+        out, depth, start = [], 0, 0
+        for i, c in enumerate(line):
+            depth += (c in "([") - (c in ")]")
+            if depth == 0 and line.startswith("; ", i):
+                out.append(line[start:i])
+                start = i + 2
+        return out + [line[start:]]
+
+    def visit(node: Derivation) -> Derivation:
+        steps = tuple(visit(step) for step in node.steps)
+        where = []
+        for line in node.where:
+            kept = []
+            for part in parts(line):
+                symbols = head(part)
+                if symbols and all(s in defined for s in symbols):
+                    continue
+                if len(symbols) == 1 and symbols[0] in meanings:
+                    part = f"{symbols[0]}: {meanings[symbols[0]]}"
+                defined.update(symbols)
+                kept.append(part)
+            if kept:
+                where.append("; ".join(kept))
+        return replace(node, steps=steps, where=tuple(where))
+
+    return visit(derivation)

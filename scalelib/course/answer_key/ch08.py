@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..check import Exercise, register
-from ._tools import after, define, slip
+from ._tools import after, define, once, rename, slip
 from .ch04 import _letters as _book_letters
 from .ch04 import _used
 from .ch07 import _letters, _short
@@ -82,11 +82,13 @@ def _all(d: Derivation, meanings=MEANINGS) -> Derivation:
     return define(d, {k: v for k, v in meanings.items() if _used(d, k) and not _defined_in(d, k)})
 
 
-def _shown(d: Derivation) -> Derivation:
+def _shown(d: Derivation, meanings=None) -> Derivation:
     """What a correct answer shows: `d` with its parameter counts collapsed to their result (chapter 4 derives
-    them), each symbol defined once, and no letter given a second meaning (N is chips wherever a step says so)."""
+    them), each symbol defined once, and no letter given a second meaning (N is chips wherever a step says so;
+    `meanings` gives a symbol the one meaning that covers all its lines, where it takes two values)."""
     d = _letters(_short(d))
-    return define(d, {k: v for k, v in MEANINGS.items() if _used(d, k) and not _defined_in(d, k)})
+    d = define(d, {k: v for k, v in MEANINGS.items() if _used(d, k) and not _defined_in(d, k)})
+    return once(d, meanings or {})
 
 
 def _value(d) -> float:
@@ -247,7 +249,8 @@ def _same_latency(batch_only=False) -> Derivation:
 register(Exercise(
     id="8.6",
     title="Twice the chips at the same latency: tokens per second per chip on a v6e 4x4",
-    reference=lambda: _shown(_same_latency()),
+    reference=lambda: _shown(_same_latency(), {"N": "the chips of the slice (8 tpu-v6e chips on the 4x2, 16 on "
+                                                    "the 4x4)"}),
     unit="tokens/s",
     mistakes={
         slip(_same_latency(batch_only=True), _same_latency()):
@@ -496,7 +499,8 @@ def _generate_batch() -> int:
 
 
 def _freed(prompt=SHORT) -> Derivation:
-    return explain(kv_tokens_freed_per_step, _generate_batch(), prompt, ANSWER_TOKENS)
+    """Reference for 8.15, the prompt's tokens written T as in 8.14 and 8.16 (P is the parameters elsewhere)."""
+    return rename(explain(kv_tokens_freed_per_step, _generate_batch(), prompt, ANSWER_TOKENS), {"P": "T"})
 
 
 register(Exercise(
@@ -521,15 +525,16 @@ def _ratio(batch=None, efficiency=0.4, with_kv=True, inverse=False) -> Derivatio
     v6e = _v6e((2, 2))
     B = _generate_batch() if batch is None else batch
     prefill = prefill_time_s(LLAMA, v6e, tokens=SHORT, weight_dtype="int8", efficiency=efficiency, attention=False)
-    t_prefill = Derivation("T_prefill", "2·P·T / (e·N·C)",
+    t_prefill = Derivation("T_prefill", "2·P·T / (efficiency·N·C)",
                            f"2·{q(params(LLAMA))}·{SHORT} / ({q(efficiency)}·{v6e.num_chips}·"
                            f"{q(v6e.spec.bf16_flops_per_s, 'FLOP/s')})", prefill, "s",
-                           where=("T: tokens per prompt; e: the share of the peak reached; N: chips; "
+                           where=("T: tokens per prompt; efficiency: the share of the peak reached; N: chips; "
                                   "C: a chip's bf16 peak",))
     t_step = explain(generate_step_time_s, LLAMA, v6e, batch=_generate_batch(), context=SHORT if with_kv else 0,
                      weight_dtype="int8")
     d = explain(prefill_to_generate_ratio, t_prefill.value, t_step.value, batch=B, output_tokens=ANSWER_TOKENS)
-    d = after(replace(d, symbol="servers_prefill / servers_generate"), t_step, t_prefill)
+    # the servers' ratio named in words (the library's P/G), so G is the answer's tokens as in 8.11 and 8.15
+    d = rename(after(replace(d, symbol="servers_prefill / servers_generate"), t_step, t_prefill), {"G_tokens": "G"})
     return d if not inverse else Derivation("G/P", "", "", 1 / d.value, "servers", (d,))
 
 
@@ -730,17 +735,17 @@ def _charged_allreduces() -> float:
 def _allreduces(per_layer=2, latencies=2, value_bytes=2, batch=TRT_BATCH, achieved=True, ring=True,
                 bytes_phases=2) -> Derivation:
     """Reference for 8.22 (and, with other arguments, its slips): L · 2 AllReduces of [B, D] in bf16 over NVLink,
-    each 2α + 2·(n − 1)/n · V / (e·W)."""
+    each 2α + 2·(n − 1)/n · V / (e·W_nvlink) (W alone is a chip's HBM bandwidth in this chapter's other texts)."""
     m, n, k = _llama2(), TRT_CHIPS, estimate_constants()
     W, e, alpha = chip("h100").scale_up_bytes_per_s_per_gpu, k["nvlink"]["achieved"] if achieved else 1.0, \
         k["nvlink"]["latency_s"]
     V = batch * m.D * value_bytes
     share = (n - 1) / n if ring else 1.0
     one = latencies * alpha + bytes_phases * share * V / (e * W)
-    ar = Derivation("T_AR", "2·α + 2·(n − 1)/n · V / (e·W)",
+    ar = Derivation("T_AR", "2·α + 2·(n − 1)/n · V / (e·W_nvlink)",
                     f"2·{q(alpha, 's')} + 2·({n} − 1)/{n} · {q(V, 'B')} / ({q(e)}·{q(W, 'B/s')})", one, "s",
                     where=(f"V: the activations [B, D] = {batch}·{m.D} values of {value_bytes} B (bf16); n: the {n} "
-                           f"GPUs; W: an H100's NVLink bandwidth, one direction; e: the share of it a collective "
+                           f"GPUs; W_nvlink: an H100's NVLink bandwidth, one direction; e: the share of it a collective "
                            f"achieves; α: the latency of each phase (a reduce-scatter, then an all-gather)",))
     value = m.L * per_layer * one
     if (per_layer, latencies, value_bytes, batch, achieved, ring, bytes_phases) == (2, 2, 2, TRT_BATCH, True, True, 2):
