@@ -66,6 +66,18 @@ def test_units_join_back_to_every_english_cell(path):
             assert t.translate_code(source, lambda unit: unit) == source
 
 
+def test_a_figure_reference_inside_a_sentence_is_lower_case_and_one_that_starts_it_is_not():
+    inside = "{numref}`рис. %s <fig-ch05-gantt>`"
+    assert t.lowercase_figure_refs("На {numref}`fig-ch05-gantt` видно.") == f"На {inside} видно."
+    assert t.lowercase_figure_refs("Ганта ({numref}`fig-ch05-gantt`).") == f"Ганта ({inside})."
+    assert t.lowercase_figure_refs("(см. {numref}`fig-ch05-gantt`)") == f"(см. {inside})"
+    for kept in ("{numref}`fig-a` показывает.", "Конец. {numref}`fig-a` показывает.", "- {numref}`fig-a`",
+                 "a\n\n{numref}`fig-a`", "на {numref}`eq-ch05-a`", "на {numref}`Рис. %s <fig-a>`"):
+        assert t.lowercase_figure_refs(kept) == kept
+    russian = (ROOT / "book" / "ru" / "ch05_training.ipynb").read_text(encoding="utf-8")
+    assert "{numref}`fig-" not in russian and "рис. %s <fig-ch05-" in russian
+
+
 def test_anchors_and_relink():
     assert t._anchors(["## Упражнение 3.4: Время AllGather (разминка)", None, "## Exercise 10.4: with $k$ experts"]) \
         == ["упражнение-34-время-allgather-разминка", "exercise-104-with--experts"]

@@ -591,8 +591,31 @@ def _translator(catalog_path: Path):
     return lambda text: table.get(text, text)
 
 
+#: A figure reference inside a sentence. Sphinx's Russian label "Рис. %s" suits a caption or a sentence's start;
+#: inside a sentence Russian writes it in lower case ("на рис. 5.1", "(рис. 2.3)").
+FIGURE_REF_IN_SENTENCE = "рис. %s"
+_BARE_FIGURE_REF = re.compile(r"\{numref\}`(fig-[^`<>]+)`")
+#: "см." or "ср." ends an abbreviation, not a sentence.
+_ABBREVIATION_END = re.compile(r"(?<![^\W\d_])(?:см|ср|напр|т\. ?е)\.[ \t]*$", re.IGNORECASE)
+_SENTENCE_START = re.compile(r"(?:^|\n|[.!?]|^\s*(?:[-*+]|\d+\.)|\n\s*(?:[-*+]|\d+\.))[ \t]*$")
+
+
+def lowercase_figure_refs(text: str) -> str:
+    """`text` with each bare ``{numref}`fig-...``` that stands inside a sentence given the in-sentence label
+    (``{numref}`рис. %s <fig-...>```); one that starts a block, a list item or a sentence keeps Sphinx's
+    capitalised label. ``"Как на {numref}`fig-a`."`` -> ``"Как на {numref}`рис. %s <fig-a>`."``"""
+    def fix(match: re.Match) -> str:
+        before = text[:match.start()]
+        if _SENTENCE_START.search(before) and not _ABBREVIATION_END.search(before):
+            return match.group(0)
+        return "{numref}`" + FIGURE_REF_IN_SENTENCE + " <" + match.group(1) + ">`"
+
+    return _BARE_FIGURE_REF.sub(fix, text)
+
+
 def _translate_markdown(text: str, tr) -> str:
-    return "".join(tr(piece) if translatable else piece for translatable, piece in markdown_pieces(text))
+    return lowercase_figure_refs(
+        "".join(tr(piece) if translatable else piece for translatable, piece in markdown_pieces(text)))
 
 
 def _anchor_table(english: list[str], russian: list[str]) -> dict[str, str]:
