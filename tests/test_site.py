@@ -16,8 +16,12 @@ on 127.0.0.1, and checked for what a reader would notice:
   output hides the end of a line; no page loads the theme's fontawesome.js;
 - navigation: at 390, 800 and 1280 px the ☰ button and the page-contents
   button are clicked, and the navigation and contents must open and close;
-- figures drawn by scalelib's helpers have no text under 9 px as the site
-  shows them at 1280 px;
+- figures: every figure a chapter draws has its smallest text at 9 px or more
+  as a 1280 px window shows it and 7 px or more in a 390 px one, measured in
+  the browser: the size the figure's own output metadata records in pixels of
+  its image (data-min-text-px on its <img>, scalelib and
+  book/_ext/figure_links.py) times the width the page shows it at over its
+  natural width; a figure without that record fails;
 - links: every link into the site leads to a file of the build, and its
   #fragment to an element of the target page (read with html.parser); links
   that leave the site are listed in _build/screenshots/external-links.txt,
@@ -772,7 +776,8 @@ def _figure_text_sizes(figures: list[dict], where: str) -> tuple[list[tuple[floa
         name = f"{where}, {f['figure']} ({f['alt'] or f['src']})"
         if f["text_px"] is None:
             faults.append(f"{name}: its <img> has no data-min-text-px (the figure's output metadata records no "
-                          "text size)")
+                          "text size; outputs from a notebook cache older than that record lack it: clear "
+                          "_build/.jupyter_cache)")
         elif not f["natural_width"] or not f["shown_width"]:
             faults.append(f"{name}: not loaded or not shown")
         else:
