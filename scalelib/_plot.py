@@ -26,16 +26,15 @@ def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, rel
              phone_min_px: float = PHONE_MIN_TEXT_PX + 0.2, phone_column_px: float = PHONE_COLUMN_PX):
     """Raise every text of `fig` (labels, ticks, legends, titles) to at least `min_px` CSS pixels
     as the site shows it in a 1280 px window, and `phone_min_px` in a 390 px one: the figure saved
-    with a tight bounding box at its dpi, then scaled down to the `column_px` (`phone_column_px`)
-    text column if wider. Sizes only grow; what the figure shows is unchanged.
+    with a tight bounding box (and its 0.1 in padding) at its dpi, then scaled down to the `column_px`
+    (`phone_column_px`) text column if wider. Sizes only grow; what the figure shows is unchanged.
     Returns the smallest text size, in CSS pixels, once shown in the 1280 px window."""
     from matplotlib.text import Text
 
     for _ in range(4):
         if relayout:
             fig.tight_layout()
-        renderer = fig.canvas.get_renderer()
-        width_px = fig.get_tightbbox(renderer).width * fig.dpi
+        width_px = _image_width_px(fig)
         need_pt = max(min_px / min(1.0, column_px / width_px),
                       phone_min_px / min(1.0, phone_column_px / width_px)) * 72.0 / fig.dpi
         changed = False
@@ -64,14 +63,22 @@ def _smallest_text_pt(fig) -> float | None:
     return min(texts) if texts else None
 
 
+def _image_width_px(fig) -> float:
+    """The width, in pixels, of the PNG a notebook shows of `fig`: IPython saves it at its dpi with a tight
+    bounding box, padded by ``savefig.pad_inches`` (0.1 in) on each side."""
+    import matplotlib
+
+    pad_in = float(matplotlib.rcParams["savefig.pad_inches"])
+    return (fig.get_tightbbox(fig.canvas.get_renderer()).width + 2 * pad_in) * fig.dpi
+
+
 def _smallest_text_px(fig, column_px: float = COLUMN_PX, default_pt: float | None = None) -> float:
     """The size, in CSS pixels, of `fig`'s smallest visible text as the site shows it: drawn at the
-    figure's dpi with a tight bounding box, then scaled down to the `column_px` column if wider."""
+    figure's dpi with a tight bounding box and its padding, then scaled down to the `column_px` column if wider."""
     smallest = _smallest_text_pt(fig)
     if smallest is None:
         return float("inf") if default_pt is None else default_pt * fig.dpi / 72.0
-    width_px = fig.get_tightbbox(fig.canvas.get_renderer()).width * fig.dpi
-    return smallest * fig.dpi / 72.0 * min(1.0, column_px / width_px)
+    return smallest * fig.dpi / 72.0 * min(1.0, column_px / _image_width_px(fig))
 
 
 #: The key of a figure's notebook output metadata under which scalelib records, in the notebooks that import it,
@@ -136,7 +143,7 @@ def _record_figure_text_size(shell=None) -> bool:
 def legible(fig, *, relayout: bool = False) -> float:
     """Raise a figure's text until the course site shows it legibly in a 1280 px window and on a phone.
 
-    The site shows a figure saved with a tight bounding box at its dpi, scaled down to the text
+    The site shows a figure saved with a tight bounding box (padded by 0.1 in) at its dpi, scaled down to the text
     column when wider: 676 px in a 1280 px window, 358 px in a 390 px phone window. Every label,
     tick, legend and title of `fig` smaller than what both need is raised (sizes only grow).
 

@@ -19,15 +19,27 @@ import pytest  # noqa: E402
 from scalelib._plot import COLUMN_PX, PHONE_COLUMN_PX, _legible, _smallest_text_px  # noqa: E402
 
 
+def _png_width(fig) -> int:
+    """The width of the PNG a notebook shows of `fig` (IPython saves it with a tight bounding box), read from the file."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    with Image.open(buffer) as image:
+        return image.width
+
+
 def test_text_is_measured_as_the_site_shows_it():
     fig, ax = plt.subplots(figsize=(6.76, 3), dpi=100)  # 676 px wide before its margins: shown at about full size
     ax.set_title("title", fontsize=12)
     ax.set_xticks([])
     ax.set_yticks([])
+    assert _png_width(fig) < COLUMN_PX
     assert _smallest_text_px(fig) == pytest.approx(12 * 100 / 72, rel=0.01)
-    fig.set_size_inches(13.52, 3)  # twice as wide: shown at half size
-    assert _smallest_text_px(fig) == pytest.approx(12 * 100 / 72 * COLUMN_PX / (fig.get_tightbbox(
-        fig.canvas.get_renderer()).width * 100), rel=0.01)
+    fig.set_size_inches(13.52, 3)  # twice as wide: shown at about half size
+    assert _smallest_text_px(fig) == pytest.approx(12 * 100 / 72 * COLUMN_PX / _png_width(fig), rel=0.005)
     plt.close(fig)
 
 
@@ -37,8 +49,8 @@ def test_on_a_phone_a_figure_is_scaled_down_to_its_narrower_column():
     ax.set_title("title", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
-    width = fig.get_tightbbox(fig.canvas.get_renderer()).width * 100
-    assert _smallest_text_px(fig, PHONE_COLUMN_PX) == pytest.approx(9 * 100 / 72 * PHONE_COLUMN_PX / width, rel=0.01)
+    width = _png_width(fig)  # the tight box and its 0.1 in padding on each side
+    assert _smallest_text_px(fig, PHONE_COLUMN_PX) == pytest.approx(9 * 100 / 72 * PHONE_COLUMN_PX / width, rel=0.005)
     assert _smallest_text_px(fig) >= 9 > 7 > _smallest_text_px(fig, PHONE_COLUMN_PX)  # 12.5 px drawn, 6 on a phone
     _legible(fig)  # what scalelib's own figures get: raised until legible in both windows
     assert _smallest_text_px(fig, PHONE_COLUMN_PX) >= 7 and _smallest_text_px(fig) >= 9
