@@ -265,3 +265,10 @@ __all__ = [
     # the exercises' checker (the rest of the course's machinery lives in scalelib.course)
     "Verdict", "check", "exercises", "verdict", "CapstoneBrief", "capstone_brief",
 ]
+
+# In a notebook, every figure shown records the size of its smallest text in its output's metadata (the course
+# site's browser test measures it as the page shows the image: scalelib._plot.FIGURE_METADATA_KEY).
+from ._plot import _record_figure_text_size  # noqa: E402
+
+_record_figure_text_size()
+del _record_figure_text_size

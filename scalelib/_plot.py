@@ -26,16 +26,15 @@ def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, rel
              phone_min_px: float = PHONE_MIN_TEXT_PX + 0.2, phone_column_px: float = PHONE_COLUMN_PX):
     """Raise every text of `fig` (labels, ticks, legends, titles) to at least `min_px` CSS pixels
     as the site shows it in a 1280 px window, and `phone_min_px` in a 390 px one: the figure saved
-    with a tight bounding box at its dpi, then scaled down to the `column_px` (`phone_column_px`)
-    text column if wider. Sizes only grow; what the figure shows is unchanged.
+    with a tight bounding box (and its 0.1 in padding) at its dpi, then scaled down to the `column_px`
+    (`phone_column_px`) text column if wider. Sizes only grow; what the figure shows is unchanged.
     Returns the smallest text size, in CSS pixels, once shown in the 1280 px window."""
     from matplotlib.text import Text
 
     for _ in range(4):
         if relayout:
             fig.tight_layout()
-        renderer = fig.canvas.get_renderer()
-        width_px = fig.get_tightbbox(renderer).width * fig.dpi
+        width_px = _image_width_px(fig)
         need_pt = max(min_px / min(1.0, column_px / width_px),
                       phone_min_px / min(1.0, phone_column_px / width_px)) * 72.0 / fig.dpi
         changed = False
@@ -54,24 +53,97 @@ def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, rel
     return _smallest_text_px(fig, column_px, default_pt=need_pt)
 
 
-def _smallest_text_px(fig, column_px: float = COLUMN_PX, default_pt: float | None = None) -> float:
-    """The size, in CSS pixels, of `fig`'s smallest visible text as the site shows it: drawn at the
-    figure's dpi with a tight bounding box, then scaled down to the `column_px` column if wider."""
+def _smallest_text_pt(fig) -> float | None:
+    """The font size, in points, of `fig`'s smallest visible text (None when it has none)."""
     from matplotlib.text import Text
 
     renderer = fig.canvas.get_renderer()
     texts = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
              and t.get_window_extent(renderer).width > 0]
-    width_px = fig.get_tightbbox(renderer).width * fig.dpi
-    if not texts:
+    return min(texts) if texts else None
+
+
+def _image_width_px(fig) -> float:
+    """The width, in pixels, of the PNG a notebook shows of `fig`: IPython saves it at its dpi with a tight
+    bounding box, padded by ``savefig.pad_inches`` (0.1 in) on each side."""
+    import matplotlib
+
+    pad_in = float(matplotlib.rcParams["savefig.pad_inches"])
+    return (fig.get_tightbbox(fig.canvas.get_renderer()).width + 2 * pad_in) * fig.dpi
+
+
+def _smallest_text_px(fig, column_px: float = COLUMN_PX, default_pt: float | None = None) -> float:
+    """The size, in CSS pixels, of `fig`'s smallest visible text as the site shows it: drawn at the
+    figure's dpi with a tight bounding box and its padding, then scaled down to the `column_px` column if wider."""
+    smallest = _smallest_text_pt(fig)
+    if smallest is None:
         return float("inf") if default_pt is None else default_pt * fig.dpi / 72.0
-    return min(texts) * fig.dpi / 72.0 * min(1.0, column_px / width_px)
+    return smallest * fig.dpi / 72.0 * min(1.0, column_px / _image_width_px(fig))
+
+
+#: The key of a figure's notebook output metadata under which scalelib records, in the notebooks that import it,
+#: the size of the figure's smallest text in pixels of the PNG image the output holds (``min_text_px``): the
+#: course site puts it on the figure's <img> (book/_ext/figure_links.py) and its browser test multiplies it by
+#: the image's shown width over its natural width (tests/test_site.py).
+FIGURE_METADATA_KEY = "scalelib"
+
+
+def _png_dpi(fig, printer=None) -> float:
+    """The dpi at which `printer`, IPython's PNG formatter of `fig` (``print_figure`` or ``retina_figure`` bound
+    by ``functools.partial``; None: matplotlib's own), writes the figure: its ``dpi`` keyword, else the
+    figure's dpi, doubled for a retina PNG."""
+    keywords = getattr(printer, "keywords", None) or {}
+    if "dpi" in keywords:
+        return float(keywords["dpi"])
+    function = getattr(printer, "func", printer)
+    retina = keywords.get("fmt") in ("retina", "png2x") or getattr(function, "__name__", "") == "retina_figure"
+    return float(fig.dpi) * (2.0 if retina else 1.0)
+
+
+def _figure_text_metadata(fig, printer=None) -> dict:
+    """The display metadata of `fig`'s PNG output: ``{"scalelib": {"min_text_px": px}}``, `px` the font size of
+    its smallest visible text in pixels of the image (points · dpi / 72, the dpi `printer` writes it at); empty
+    for a figure with no text or no image (IPython shows no image of a figure without axes or lines)."""
+    if not fig.axes and not fig.lines:
+        return {}
+    smallest = _smallest_text_pt(fig)
+    if smallest is None:
+        return {}
+    return {FIGURE_METADATA_KEY: {"min_text_px": round(smallest * _png_dpi(fig, printer) / 72.0, 2)}}
+
+
+def _record_figure_text_size(shell=None) -> bool:
+    """In an IPython kernel (a notebook), have every matplotlib figure it shows carry the size of its smallest
+    text in its output's metadata (:func:`_figure_text_metadata`); elsewhere do nothing. True if registered.
+
+    The size is given by IPython's mime-bundle formatter, which returns metadata only: the PNG itself is still
+    drawn by the PNG formatter matplotlib's inline backend registers, whichever it is (plain or retina)."""
+    import sys
+
+    if shell is None:
+        if "IPython" not in sys.modules:
+            return False
+        shell = sys.modules["IPython"].get_ipython()
+    formatter = getattr(shell, "display_formatter", None)
+    if formatter is None:
+        return False
+    png = formatter.formatters.get("image/png")
+
+    def metadata_only(fig):
+        try:
+            printer = png.lookup(fig) if png is not None else None
+        except KeyError:
+            printer = None
+        return {}, _figure_text_metadata(fig, printer)
+
+    formatter.mimebundle_formatter.for_type_by_name("matplotlib.figure", "Figure", metadata_only)
+    return True
 
 
 def legible(fig, *, relayout: bool = False) -> float:
     """Raise a figure's text until the course site shows it legibly in a 1280 px window and on a phone.
 
-    The site shows a figure saved with a tight bounding box at its dpi, scaled down to the text
+    The site shows a figure saved with a tight bounding box (padded by 0.1 in) at its dpi, scaled down to the text
     column when wider: 676 px in a 1280 px window, 358 px in a 390 px phone window. Every label,
     tick, legend and title of `fig` smaller than what both need is raised (sizes only grow).
 

@@ -19,15 +19,27 @@ import pytest  # noqa: E402
 from scalelib._plot import COLUMN_PX, PHONE_COLUMN_PX, _legible, _smallest_text_px  # noqa: E402
 
 
+def _png_width(fig) -> int:
+    """The width of the PNG a notebook shows of `fig` (IPython saves it with a tight bounding box), read from the file."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    with Image.open(buffer) as image:
+        return image.width
+
+
 def test_text_is_measured_as_the_site_shows_it():
     fig, ax = plt.subplots(figsize=(6.76, 3), dpi=100)  # 676 px wide before its margins: shown at about full size
     ax.set_title("title", fontsize=12)
     ax.set_xticks([])
     ax.set_yticks([])
+    assert _png_width(fig) < COLUMN_PX
     assert _smallest_text_px(fig) == pytest.approx(12 * 100 / 72, rel=0.01)
-    fig.set_size_inches(13.52, 3)  # twice as wide: shown at half size
-    assert _smallest_text_px(fig) == pytest.approx(12 * 100 / 72 * COLUMN_PX / (fig.get_tightbbox(
-        fig.canvas.get_renderer()).width * 100), rel=0.01)
+    fig.set_size_inches(13.52, 3)  # twice as wide: shown at about half size
+    assert _smallest_text_px(fig) == pytest.approx(12 * 100 / 72 * COLUMN_PX / _png_width(fig), rel=0.005)
     plt.close(fig)
 
 
@@ -37,8 +49,8 @@ def test_on_a_phone_a_figure_is_scaled_down_to_its_narrower_column():
     ax.set_title("title", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
-    width = fig.get_tightbbox(fig.canvas.get_renderer()).width * 100
-    assert _smallest_text_px(fig, PHONE_COLUMN_PX) == pytest.approx(9 * 100 / 72 * PHONE_COLUMN_PX / width, rel=0.01)
+    width = _png_width(fig)  # the tight box and its 0.1 in padding on each side
+    assert _smallest_text_px(fig, PHONE_COLUMN_PX) == pytest.approx(9 * 100 / 72 * PHONE_COLUMN_PX / width, rel=0.005)
     assert _smallest_text_px(fig) >= 9 > 7 > _smallest_text_px(fig, PHONE_COLUMN_PX)  # 12.5 px drawn, 6 on a phone
     _legible(fig)  # what scalelib's own figures get: raised until legible in both windows
     assert _smallest_text_px(fig, PHONE_COLUMN_PX) >= 7 and _smallest_text_px(fig) >= 9
@@ -129,3 +141,57 @@ def test_chapter_2s_systolic_animation_is_legible_on_a_phone(values):
         shown = smallest_pt * fig.dpi / 72 * min(1.0, column / width_px)
         assert shown >= least, f"{shown:.1f} px in a {column} px column"
     plt.close(fig)
+
+
+def _run_cells(*sources: str):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    return nb
+
+
+def _image_output(cell):
+    (output,) = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+    return output
+
+
+@pytest.mark.parametrize("figure_format, scale", [("png", 1), ("retina", 2)])
+def test_a_notebook_figure_records_its_smallest_text_in_pixels_of_its_image(figure_format, scale):
+    """In a notebook that imports scalelib, each figure's output carries the font size of its smallest text in
+    pixels of the PNG it holds (what the site's browser test scales by the shown width): a capital H of 36 pt
+    at 100 dpi, alone in its figure, is 50 px to the em, and its height measured in the image is DejaVu Sans's
+    cap height, 0.729 em (1493 of 2048 font units), of that; a retina PNG doubles both."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    nb = _run_cells(
+        "import scalelib\nimport matplotlib.pyplot as plt\n"
+        f"%config InlineBackend.figure_formats = [{figure_format!r}]",
+        "fig, ax = plt.subplots(figsize=(2, 2), dpi=100)\nax.axis('off')\n"
+        "ax.text(0.5, 0.5, 'H', fontsize=36, family='DejaVu Sans', ha='center', va='center');",
+        "fig, ax = plt.subplots(figsize=(4, 3), dpi=100)\nax.plot([0, 1])\nax.set_title('t', fontsize=12)\n"
+        "ax.tick_params(labelsize=14); ax.xaxis.label.set_size(30);")
+    letter, plot = _image_output(nb.cells[1]), _image_output(nb.cells[2])
+    assert letter.metadata["scalelib"]["min_text_px"] == pytest.approx(36 * 100 / 72 * scale, abs=0.01)
+    assert plot.metadata["scalelib"]["min_text_px"] == pytest.approx(12 * 100 / 72 * scale, abs=0.01)  # the title
+    with Image.open(io.BytesIO(base64.b64decode(letter.data["image/png"]))) as image:
+        dark = np.asarray(image.convert("L")) < 128
+    rows = np.flatnonzero(dark.any(axis=1))
+    assert rows.size and rows[-1] - rows[0] + 1 == pytest.approx(0.729 * 50 * scale, abs=1.5)
+
+
+def test_figure_text_metadata_outside_a_notebook():
+    from scalelib._plot import _figure_text_metadata, _png_dpi, _record_figure_text_size
+
+    fig, ax = plt.subplots(dpi=80)
+    ax.set_title("t", fontsize=9)
+    assert _figure_text_metadata(fig) == {"scalelib": {"min_text_px": 10.0}}  # 9 pt at 80 dpi
+    assert _png_dpi(fig) == 80 and _png_dpi(fig, lambda f: None) == 80
+    plt.close(fig)
+    empty = plt.figure()
+    assert _figure_text_metadata(empty) == {}  # IPython shows no image of a figure without axes
+    plt.close(empty)
+    assert _record_figure_text_size(object()) is False  # no display formatter: nothing to register with

@@ -16,8 +16,12 @@ on 127.0.0.1, and checked for what a reader would notice:
   output hides the end of a line; no page loads the theme's fontawesome.js;
 - navigation: at 390, 800 and 1280 px the ☰ button and the page-contents
   button are clicked, and the navigation and contents must open and close;
-- figures drawn by scalelib's helpers have no text under 9 px as the site
-  shows them at 1280 px;
+- figures: every figure a chapter draws has its smallest text at 9 px or more
+  as a 1280 px window shows it and 7 px or more in a 390 px one, measured in
+  the browser: the size the figure's own output metadata records in pixels of
+  its image (data-min-text-px on its <img>, scalelib and
+  book/_ext/figure_links.py) times the width the page shows it at over its
+  natural width; a figure without that record fails;
 - links: every link into the site leads to a file of the build, and its
   #fragment to an element of the target page (read with html.parser); links
   that leave the site are listed in _build/screenshots/external-links.txt,
@@ -305,6 +309,16 @@ return {
             linked: !!f.querySelector('a.figure-full-size > img'),
             img_width: img ? img.getBoundingClientRect().width : 0, natural_width: img ? img.naturalWidth : 0,
             box_width: box ? box.clientWidth : 0};
+  }),
+  // Every figure a code cell draws (not chapter 2's animation player, whose frames are measured where they are
+  // drawn): the size of its smallest text in pixels of its image (data-min-text-px, book/_ext/figure_links.py),
+  // and how wide the image is shown against its natural width.
+  figure_text: Array.from(article.querySelectorAll('.cell_output img')).filter(img => !img.closest('.animation'))
+                    .map((img, k) => {
+    const number = img.closest('figure') && img.closest('figure').querySelector('figcaption .caption-number');
+    return {figure: number ? number.textContent.trim() : `image ${k + 1}`, src: img.getAttribute('src'),
+            alt: (img.getAttribute('alt') || '').trim().slice(0, 60), text_px: img.getAttribute('data-min-text-px'),
+            shown_width: img.getBoundingClientRect().width, natural_width: img.naturalWidth};
   }),
   equation_numbers: Array.from(article.querySelectorAll('div.math .eqno')).map(e => e.textContent.trim()),
   number_refs: Array.from(article.querySelectorAll('a span.std-numref, a[href^="#equation-"]:not(.headerlink)'))
@@ -749,6 +763,72 @@ def test_chapter_numbers_its_figures_and_equations(page: PageReport) -> None:
     figure = f"[{word[0]}{word[0].lower()}]{re.escape(word[1:])}"
     wrong = [r for r in refs if not re.fullmatch(rf"{figure} {chapter}\.\d+|\({chapter}\.\d+\)", r)]
     assert refs and not wrong, f"{page.url}: references that do not read a number of this chapter: {wrong or refs}"
+
+
+#: The smallest a figure's text may be shown (CSS px) at each window width the browser tests use.
+LEAST_FIGURE_TEXT_PX = {390: 7.0, 1280: 9.0}
+
+
+def _figure_text_sizes(figures: list[dict], where: str) -> tuple[list[tuple[float, str]], list[str]]:
+    """Each figure's smallest text as the page shows it, ``data-min-text-px`` (its size in pixels of the image)
+    times the image's shown width over its natural width, with the figure's name; and the figures that cannot
+    be measured (no attribute, image not loaded)."""
+    sizes, faults = [], []
+    for f in figures:
+        name = f"{where}, {f['figure']} ({f['alt'] or f['src']})"
+        if f["text_px"] is None:
+            faults.append(f"{name}: its <img> has no data-min-text-px (the figure's output metadata records no "
+                          "text size; outputs from a notebook cache older than that record lack it: clear "
+                          "_build/.jupyter_cache)")
+        elif not f["natural_width"] or not f["shown_width"]:
+            faults.append(f"{name}: not loaded or not shown")
+        else:
+            sizes.append((float(f["text_px"]) * f["shown_width"] / f["natural_width"], name))
+    return sizes, faults
+
+
+def _figure_text_faults(figures: list[dict], where: str, width: int) -> list[str]:
+    """Figures whose smallest text is shown under LEAST_FIGURE_TEXT_PX[width], or that cannot be measured."""
+    sizes, faults = _figure_text_sizes(figures, where)
+    least = LEAST_FIGURE_TEXT_PX[width]
+    return faults + [f"{name}: smallest text {px:.1f} px as shown at {width} px, under {least:g}"
+                     for px, name in sizes if px < least]
+
+
+def _chapter_figure_count(docname: str) -> int:
+    return _numbered_in_notebook(_plain(docname))[0]  # a Russian page shows the English notebook's figures
+
+
+@_params(CHAPTER_PAGES)
+def test_figure_text_is_legible_as_shown_at_desktop_width(page: PageReport) -> None:
+    """Every figure a chapter draws shows its smallest text at 9 px or more in a 1280 px window, measured in the
+    browser from the figure's own record of its text size and the width the page gives its image."""
+    docname = _served_docname(page.url)
+    figures = page.dom.get("figure_text", [])
+    assert len(figures) == _chapter_figure_count(docname), (
+        f"{page.url}: {len(figures)} figure images, the notebook draws {_chapter_figure_count(docname)}")
+    faults = _figure_text_faults(figures, docname, WINDOW[0])
+    assert not faults, f"{len(faults)} figure(s) with text too small or unmeasured:\n  " + "\n  ".join(faults)
+
+
+@pytest.mark.parametrize("docname", CHAPTER_PAGES)
+def test_figure_text_is_legible_as_shown_at_phone_width(docname, browser, site, phone_reports) -> None:
+    """Every figure a chapter draws shows its smallest text at 7 px or more in a 390 px phone's window (scaled
+    down to its 358 px column), measured as at 1280 px."""
+    # A phone's scrollbar overlays the page; desktop Chromium's takes 15 px of a 390 px window's width.
+    browser.execute_cdp_cmd("Emulation.setScrollbarsHidden", {"hidden": True})
+    try:
+        report = load_page(browser, site.base + f"{docname}.html", settle=0.1)
+        viewport = browser.execute_script("return document.documentElement.clientWidth;")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setScrollbarsHidden", {"hidden": False})
+    assert viewport == PHONE_WIDTH, f"{docname}: the page is laid out {viewport} px wide, not a phone's {PHONE_WIDTH}"
+    figures = report.dom.get("figure_text", [])
+    assert len(figures) == _chapter_figure_count(docname), (
+        f"{docname} at {PHONE_WIDTH} px: {len(figures)} figure images, the notebook draws "
+        f"{_chapter_figure_count(docname)}")
+    faults = _figure_text_faults(figures, docname, PHONE_WIDTH)
+    assert not faults, f"{len(faults)} figure(s) with text too small or unmeasured:\n  " + "\n  ".join(faults)
 
 
 @_params(PAGES)
@@ -1313,6 +1393,30 @@ def _fault_page(browser, tmp_path, name: str, article: str, width: int = WINDOW[
     finally:
         browser.set_window_size(*WINDOW)
         server.stop()
+
+
+def test_figure_text_check_catches_a_figure_shrunk_on_a_phone_and_one_without_its_text_size(browser, tmp_path) -> None:
+    """Three 1000 px wide figures shown in a 390 px window's column: one whose 30 px text is shown at about 10 px
+    passes; the same image recording 12 px text (shown at about 4 px) fails, and so does one recording nothing;
+    at 1280 px (shown at natural size, the page's column being wider) the 12 px one passes."""
+    from PIL import Image
+
+    Image.new("RGB", (1000, 400), "white").save(tmp_path / "wide.png")
+    article = "<style>img { max-width: 100%; }</style>" + "".join(
+        f'<div class="cell_output"><figure><img src="wide.png" alt="figure {k}"{attribute}>'
+        f'<figcaption><span class="caption-number">Fig. 1.{k} </span></figcaption></figure></div>'
+        for k, attribute in ((1, ' data-min-text-px="30"'), (2, ' data-min-text-px="12"'), (3, "")))
+    phone = _fault_page(browser, tmp_path, "figures", article, width=PHONE_WIDTH)
+    faults = _figure_text_faults(phone.dom["figure_text"], "figures", PHONE_WIDTH)
+    assert len(faults) == 2 and "Fig. 1.2" in faults[1] and "under 7" in faults[1], faults
+    assert "Fig. 1.3" in faults[0] and "no data-min-text-px" in faults[0], faults
+    sizes = dict((name.split(", ")[1].split(" ")[1], px) for px, name in _figure_text_sizes(
+        phone.dom["figure_text"], "figures")[0])
+    shown = phone.dom["figure_text"][0]["shown_width"]
+    assert shown < PHONE_WIDTH and sizes["1.1"] == pytest.approx(30 * shown / 1000) and sizes["1.1"] >= 7
+    desktop = _fault_page(browser, tmp_path, "figures", article, width=WINDOW[0])
+    assert [f for f in _figure_text_faults(desktop.dom["figure_text"], "figures", WINDOW[0])
+            if "Fig. 1.3" not in f] == []
 
 
 def test_table_check_catches_a_table_left_as_markdown(browser, tmp_path) -> None:

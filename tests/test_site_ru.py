@@ -1,8 +1,9 @@
 """The browser test of the Russian edition (``_build/html/ru``): tests/test_site.py run again on its pages.
 
 Every check of a page (title, text, math, images and their alt text, links, tables, downloads and the Colab
-link, nothing cut at a phone's width, the language switch at both widths), the sidebar, the search in
-Russian (stemmed by Sphinx's Russian stemmer) and the search index. The checks of the repository's files
+link, nothing cut at a phone's width, the language switch at both widths, every figure's text as shown at
+390 and 1280 px), the sidebar, the search in Russian (stemmed by Sphinx's Russian stemmer) and the search
+index. The checks of the repository's files
 (the toc covers every notebook) and the checks of the checks themselves (fault pages) run once, in
 test_site.py.
 """
