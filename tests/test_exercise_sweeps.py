@@ -63,6 +63,9 @@ PENDING_PROBE: dict[str, str] = {}
 
 #: Sweep 1's allow-list: at most one exercise per chapter whose printed reference is justified.
 ALLOWED_PRINTED: dict[str, str] = {
+    '6.7': "its answer, 384 chips (3·2^20 tokens in whole 8192-token sequences), is also the GPU count of BLOOM 176B, "
+           "one of the published training runs the chapter's validation table lists (48 nodes of 8 A100); that "
+           "column reports a run, not a batch divided into sequences, so it answers nothing the exercise asks",
     '9.7': "its answer is three array sides read off a module's HLO, [16, 512, 4096]; the chapter prints shapes "
            "in nearly every cell (512 is a side of its first example's x), so any sides of this size are printed, "
            "and tests/test_profile.py pins the module; the exercise reads a module the chapter does not (a 2x4 "
