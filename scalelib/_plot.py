@@ -32,6 +32,7 @@ def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, rel
     from matplotlib.text import Text
 
     for _ in range(4):
+        _wrap_overhanging_titles(fig)
         if relayout:
             fig.tight_layout()
         width_px = _image_width_px(fig)
@@ -51,6 +52,31 @@ def _legible(fig, min_px: float = MIN_TEXT_PX, column_px: float = COLUMN_PX, rel
         if not changed:
             break
     return _smallest_text_px(fig, column_px, default_pt=need_pt)
+
+
+def _wrap_overhanging_titles(fig) -> None:
+    """Break each title of `fig` (its axes' titles and its suptitle) that is wider than the figure into lines no
+    wider than the figure, at spaces. A title wider than the figure widens the saved image, and then raising the
+    text cannot make it larger as shown: the image grows with the title (a longer title, a translated one, say).
+    A title with math (``$``) is left whole."""
+    import textwrap
+
+    renderer = fig.canvas.get_renderer()
+    room = 0.96 * fig.bbox.width
+    titles = [t for ax in fig.axes for t in (ax.title, getattr(ax, "_left_title", None), getattr(ax, "_right_title", None))
+              if t is not None]
+    if getattr(fig, "_suptitle", None) is not None:
+        titles.append(fig._suptitle)
+    for title in titles:
+        text = title.get_text()
+        if not title.get_visible() or not text.strip() or "$" in text:
+            continue
+        width = title.get_window_extent(renderer).width
+        if width <= room:
+            continue
+        longest = max(len(line) for line in text.split("\n"))
+        chars = max(12, int(longest * room / width))
+        title.set_text("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
 
 
 def _smallest_text_pt(fig) -> float | None:

@@ -57,6 +57,25 @@ def test_on_a_phone_a_figure_is_scaled_down_to_its_narrower_column():
     plt.close(fig)
 
 
+def test_a_title_wider_than_its_figure_is_broken_into_lines_so_raising_the_text_shows():
+    # a title wider than the figure widens the saved image with it: raising the text then never shows it larger
+    # (a translated title, say); legible breaks such a title at spaces into lines no wider than the figure
+    words = "Одна плоскость X-Y слайса TPU v5p 8x4x4 с разрезом, делящим её пополам: разрез пересекает 8 её X-связей"
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.plot([1, 2], [1, 2])
+    ax.set_title(words)
+    _legible(fig, relayout=True)
+    title = ax.get_title()
+    assert "\n" in title and title.replace("\n", " ") == words
+    renderer = fig.canvas.get_renderer()
+    assert ax.title.get_window_extent(renderer).width <= fig.bbox.width
+    assert _smallest_text_px(fig, PHONE_COLUMN_PX) >= 7
+    ax.set_title("$a + b$ " + words)  # math is never broken
+    _legible(fig, relayout=True)
+    assert "\n" not in ax.get_title()
+    plt.close(fig)
+
+
 def test_the_phone_column_is_a_390_px_window_less_its_margins():
     assert PHONE_COLUMN_PX == 390 - 2 * 16
 
