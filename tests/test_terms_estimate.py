@@ -169,13 +169,18 @@ def test_kernel_overhead_is_charged_per_layer_on_gpus_and_not_on_a_tpu():
     assert prefill == sl.prefill_time_s("llama-3-8b", v5e, tokens=2048)
 
 
-def _hbm_share(mb):
-    """The [hbm] table of estimate.toml, linear between its points (by hand, as its docstring says)."""
-    pts = sorted(zip(K["hbm"]["mb"], K["hbm"]["efficiency"]))
+def _table_share(table, size_key, size):
+    """A size -> efficiency table of estimate.toml, linear between its points (by hand, as its docstring says)."""
+    pts = sorted(zip(K[table][size_key], K[table]["efficiency"]))
     for (a, ea), (b, eb) in zip(pts, pts[1:]):
-        if a <= mb <= b:
-            return ea + (eb - ea) * (mb - a) / (b - a)
+        if a <= size <= b:
+            return ea + (eb - ea) * (size - a) / (b - a)
     return pts[-1][1]
+
+
+def _hbm_share(mb):
+    """The [hbm] table: the share of the HBM bandwidth a transfer of `mb` MB reaches."""
+    return _table_share("hbm", "mb", mb)
 
 
 def test_each_chip_reads_its_share_of_a_layers_weights_at_the_hbm_share_that_transfer_size_reaches():
@@ -222,12 +227,8 @@ def test_a_decode_kernel_per_query_head_reads_each_kv_head_once_for_each_query_h
 
 
 def _matmul_share(gflop):
-    """The [matmul] table of estimate.toml, linear between its points, at the table's own sizes (by hand)."""
-    pts = sorted(zip(K["matmul"]["gflop"], K["matmul"]["efficiency"]))
-    for (a, ea), (b, eb) in zip(pts, pts[1:]):
-        if a <= gflop <= b:
-            return ea + (eb - ea) * (gflop - a) / (b - a)
-    return pts[-1][1]
+    """The [matmul] table, at the table's own sizes: the share of the peak a matmul of `gflop` GFLOP reaches."""
+    return _table_share("matmul", "gflop", gflop)
 
 
 def test_a_matmul_is_read_in_the_table_at_the_size_that_takes_as_long_on_the_tables_a100():
