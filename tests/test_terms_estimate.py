@@ -98,6 +98,14 @@ def test_tensor_collectives_are_two_allgathers_and_two_reducescatters_per_layer_
     assert est - cost.time_s == pytest.approx(2 * L8 * 4 * one, rel=1e-9)         # forward and backward
 
 
+@pytest.mark.parametrize("plan", [sl.ParallelPlan(fsdp=8, remat="none"), sl.ParallelPlan(data=2, fsdp=4, remat="none")],
+                         ids=lambda p: p.label)
+def test_without_tensor_parallelism_no_tensor_collective_is_charged_not_even_its_latency(plan):
+    # TP 1: no AllGather or ReduceScatter runs, so not even the NVLink latency of one is charged
+    cost, est = alone("tensor_collectives", plan, 8 * 4 * 4096)
+    assert est == cost.time_s
+
+
 # --- pipeline sends: [tokens, D/t] per chunk, microbatch and pass, on the tier the stages' groups reach -------------
 
 
