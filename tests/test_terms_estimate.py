@@ -257,3 +257,18 @@ def test_a_matmul_is_read_in_the_table_at_the_size_that_takes_as_long_on_the_tab
     a100 = sl.estimated_prefill_time_s(1e8, "a100", tokens=256, losses=["kernel_efficiency"])
     assert a100 == pytest.approx(f / (CHIPS["a100"]["bf16_flops_per_s"] * _matmul_share(f / 1e9)
                                       * K["kernel"]["matmul_scale"]), rel=1e-9)
+
+
+@pytest.mark.parametrize("n, tier", [(8, "nvlink"), (16, "infiniband")])
+def test_a_prefills_tensor_allreduces_run_on_nvlink_inside_a_node_and_on_each_gpus_share_of_infiniband_across(n, tier):
+    # two AllReduces of [B·T, D] bf16 per layer, after the kernels on a GPU; each a ReduceScatter and an
+    # AllGather: 2·latency + 2·(n-1)/n·bytes / W, W one GPU's achieved NVLink inside a node of 8, else its
+    # share of the node's InfiniBand
+    m = MODELS["llama-3-70b"]
+    kw = dict(tokens=2048, batch=2, num_chips=n)
+    roof = sl.estimated_prefill_time_s("llama-3-70b", "h100", losses=(), **kw)
+    est = sl.estimated_prefill_time_s("llama-3-70b", "h100", losses=["tensor_collectives"], **kw)
+    W = NVLINK if tier == "nvlink" else IB
+    nbytes = 2 * 2048 * m["D"] * BF16
+    one = 2 * K[tier]["latency_s"] + 2 * (n - 1) / n * nbytes / W
+    assert est - roof == pytest.approx(m["L"] * 2 * one, rel=1e-9)
