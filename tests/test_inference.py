@@ -396,3 +396,24 @@ def test_a_sweep_that_runs_out_of_memory_names_its_first_batch_that_does_not_fit
 def test_a_model_given_as_a_parameter_count_must_be_positive():
     with pytest.raises(sl.InvalidValueError, match=r"^`model` must be positive \(> 0\), got 0$"):
         sl.generate_step_time_s(0, "tpu-v5e", batch=4, context=8192, kv_bytes_per_token=100e3, num_chips=16)
+
+
+@pytest.mark.parametrize("context, fits", [(32000, 1), (64000, 0)])
+def test_a_batch_of_one_is_served_when_exactly_one_sequence_fits_beside_the_weights(context, fits):
+    # Llama 3 70B on 2 H100 (2 x 80 GB): 70.55e9 bf16 weights take 141.1 GB, leaving 18.9 GB; a token's K and V
+    # are 2 · 80 layers · 8 KV heads · 128 · 2 bytes = 327,680 B: 32,000 tokens take 10.5 GB (one sequence
+    # fits, not two) and 64,000 take 21.0 GB (none)
+    import tomllib
+    from pathlib import Path
+
+    data = Path(sl.__file__).parent / "data"
+    m = tomllib.loads((data / "models.toml").read_text())["llama-3-70b"]
+    hbm = 2 * tomllib.loads((data / "chips.toml").read_text())["h100"]["hbm_bytes"]
+    left = hbm - 2 * sl.params("llama-3-70b")
+    assert math.floor(left / (context * 2 * m["L"] * m["K"] * m["H"] * 2)) == fits
+    assert sl.max_batch_size("llama-3-70b", "h100", context=context, num_chips=2) == fits
+    if fits:
+        assert sl.max_batch_within_latency("llama-3-70b", "h100", latency_s=1.0, context=context, num_chips=2) == 1
+    else:
+        with pytest.raises(sl.InvalidValueError, match="not one sequence of 64000 tokens fits"):
+            sl.max_batch_within_latency("llama-3-70b", "h100", latency_s=1.0, context=context, num_chips=2)
