@@ -417,3 +417,12 @@ def test_a_batch_of_one_is_served_when_exactly_one_sequence_fits_beside_the_weig
     else:
         with pytest.raises(sl.InvalidValueError, match="not one sequence of 64000 tokens fits"):
             sl.max_batch_within_latency("llama-3-70b", "h100", latency_s=1.0, context=context, num_chips=2)
+
+
+@pytest.mark.parametrize("t", [1, 3])
+def test_a_decode_steps_derivation_substitutes_the_tokens_per_step_where_its_formula_names_them(t):
+    d = str(sl.explain(sl.generate_step_time_s, "llama-3-8b", "h100", batch=4, context=1024, tokens_per_step=t))
+    step = next(line for line in d.splitlines() if line.startswith("T_step"))
+    formula, numbers = step.split(" = ")[1:3]
+    assert ("2·B·3·P_active" if t == 3 else "2·B·P_active") in formula
+    assert ("max(2·4·3·8.03e9 " if t == 3 else "max(2·4·8.03e9 ") in numbers
