@@ -123,6 +123,22 @@ def test_pipeline_sends_cross_nodes_when_the_data_fsdp_and_tensor_axes_fill_a_no
     assert est - cost.time_s > 5 * 2 * 4 * (K["nvlink"]["latency_s"] + BF16 * tm * D8 / 2 / NVLINK) * stretch
 
 
+def test_pipeline_sends_leave_an_nvl72_domain_when_a_stages_chips_fill_it_all():
+    # GB200 NVL72, 2 domains of 72: FSDP 9 × TP 8 fill a domain, so the two stages sit in different domains and
+    # each GPU sends on its share of its domain's InfiniBand (a group of 9 + 8 chips would fit in one, twice)
+    nvl72 = CHIPS["gb200-nvl72"]
+    ib = nvl72["scale_out_bytes_per_s_per_node"] / nvl72["scale_up_domain"] * K["infiniband"]["achieved"]
+    plan = sl.ParallelPlan(fsdp=9, tensor=8, pipeline=2, microbatches=4, remat="none")
+    B = 9 * 4 * 4096 * 4
+    cost = sl.training_cost("llama-3-70b", B, plan, sl.gpu_cluster(2, "gb200-nvl72"), seq_len=4096)
+    one = sl.training_cost("llama-3-70b", B, plan, sl.gpu_cluster(2, "gb200-nvl72"), seq_len=4096,
+                           losses={"pipeline_send_receive"})
+    compute_bound(cost)
+    tm = B / 9 / 4                        # one microbatch of one replica
+    send = K["infiniband"]["latency_s"] + BF16 * tm * MODELS["llama-3-70b"]["D"] / 8 / ib
+    assert one.estimated_time_s - cost.time_s == pytest.approx(2 * 4 * send * (4 + 2 - 1) / 4, rel=1e-9)
+
+
 # --- the data-parallel AllReduce and FSDP's gathers at achieved bandwidth -------------------------------------------
 
 
@@ -145,6 +161,21 @@ def test_with_a_pipeline_the_data_parallel_allreduce_runs_exposed_after_the_flus
     assert cost.comms_s["DP"] == pytest.approx(dp, rel=1e-9)
     exposed = dp / K["infiniband"]["achieved"] + 2 * K["infiniband"]["latency_s"]
     assert est - cost.time_s == pytest.approx(exposed, rel=1e-9)
+
+
+def test_with_a_pipeline_across_slices_the_dcn_allreduce_runs_exposed_after_the_flush_on_a_tpu():
+    # two v5p slices of 4x4x4, each FSDP 8 × TP 4 × PP 2: each stage's gradient shard, P / (t·p·f) bf16 values,
+    # is AllReduced between the 2 slices over each chip's DCN (the roofline's term, at the data sheet's rate;
+    # ICI's achieved share is 1), after the flush, plus twice the DCN latency
+    plan = sl.ParallelPlan(slices=2, fsdp=8, tensor=4, pipeline=2, microbatches=4, remat="none")
+    v5p = sl.tpu_slice((4, 4, 4), "tpu-v5p")
+    cost = sl.training_cost("llama-3-8b", 2**20, plan, v5p, seq_len=4096)
+    one = sl.training_cost("llama-3-8b", 2**20, plan, v5p, seq_len=4096, losses={"data_parallel_exposed"})
+    compute_bound(cost)
+    dcn = 2 * (2 - 1) / 2 * BF16 * sl.params("llama-3-8b") / (4 * 2 * 8) / CHIPS["tpu-v5p"]["dcn_bytes_per_s_per_chip"]
+    assert cost.comms_s["DCN"] == pytest.approx(dcn, rel=1e-9)
+    assert K["ici"]["achieved"] == 1.0
+    assert one.estimated_time_s - cost.time_s == pytest.approx(dcn + 2 * K["ici"]["dcn_latency_s"], rel=1e-9)
 
 
 # --- the optimizer step: Adam, memory-bound -------------------------------------------------------------------------
@@ -272,3 +303,31 @@ def test_a_prefills_tensor_allreduces_run_on_nvlink_inside_a_node_and_on_each_gp
     nbytes = 2 * 2048 * m["D"] * BF16
     one = 2 * K[tier]["latency_s"] + 2 * (n - 1) / n * nbytes / W
     assert est - roof == pytest.approx(m["L"] * 2 * one, rel=1e-9)
+
+
+# --- the waterfall: each loss is the step with it less the step before it, so they add up ---------------------------
+
+
+@pytest.mark.parametrize("plan, topology", [
+    (sl.ParallelPlan(fsdp=8, tensor=8, pipeline=2, microbatches=8), sl.gpu_cluster(16, "h100")),
+    (sl.ParallelPlan(slices=2, fsdp=8, tensor=4, pipeline=2, microbatches=4), sl.tpu_slice((4, 4, 4), "tpu-v5p")),
+], ids=["h100", "tpu-v5p"])
+def test_the_training_losses_add_up_to_the_estimate_less_the_roofline(plan, topology):
+    cost = sl.training_cost("llama-3-70b", 2**21, plan, topology, seq_len=4096)
+    assert len(cost.losses_s) == len(sl.LOSSES) and sum(cost.losses_s.values()) > 0.2 * cost.time_s
+    assert cost.time_s + sum(cost.losses_s.values()) == pytest.approx(cost.estimated_time_s, rel=1e-12)
+
+
+_UNIT = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}
+
+
+@pytest.mark.parametrize("estimate, kw", [
+    (sl.estimated_generate_step_time_s, dict(batch=64, context=2048)),
+    (sl.estimated_prefill_time_s, dict(tokens=2048, batch=2)),
+], ids=["generate", "prefill"])
+def test_the_inference_losses_shown_add_up_to_the_estimate(estimate, kw):
+    d = sl.explain(estimate, "llama-3-70b", "h100", num_chips=8, **kw)
+    assert d.formula == "T_roofline + kernel_efficiency + kernel_overhead + tensor_collectives"
+    terms = [float(v) * _UNIT[u] for v, u in (t.split() for t in d.numbers.split(" + "))]
+    assert len(terms) == 4 and min(terms) > 0
+    assert sum(terms) == pytest.approx(d.value, rel=5e-3)    # each shown to 3 significant digits
