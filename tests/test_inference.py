@@ -426,3 +426,9 @@ def test_a_decode_steps_derivation_substitutes_the_tokens_per_step_where_its_for
     formula, numbers = step.split(" = ")[1:3]
     assert ("2·B·3·P_active" if t == 3 else "2·B·P_active") in formula
     assert ("max(2·4·3·8.03e9 " if t == 3 else "max(2·4·8.03e9 ") in numbers
+
+
+@pytest.mark.parametrize("layout", ["1d", "2d"])
+def test_weight_stationary_comms_refuse_zero_chips_by_name(layout):
+    with pytest.raises(sl.InvalidValueError, match=r"^`num_chips` must be >= 1, got 0$"):
+        sl.weight_stationary_comms_time_s(64, 8192, 32768, 0, "tpu-v5p", layout=layout)
