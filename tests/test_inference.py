@@ -432,3 +432,12 @@ def test_a_decode_steps_derivation_substitutes_the_tokens_per_step_where_its_for
 def test_weight_stationary_comms_refuse_zero_chips_by_name(layout):
     with pytest.raises(sl.InvalidValueError, match=r"^`num_chips` must be >= 1, got 0$"):
         sl.weight_stationary_comms_time_s(64, 8192, 32768, 0, "tpu-v5p", layout=layout)
+
+
+def test_a_batch_that_does_not_fit_is_refused_with_its_cache_size_worked_out():
+    # 64 sequences × 32,000 tokens × 327,680 B of K and V per token (Llama 3 70B, bf16) = 671 GB
+    kv = 64 * 32000 * 2 * 80 * 8 * 128 * 2
+    assert round(kv / 1e9) == 671
+    with pytest.raises(sl.InvalidValueError, match="its KV caches take 671 GB beside 141 GB of weights, and the "
+                                                   "chips have 160 GB of HBM; the largest batch that fits is 1 "):
+        sl.generate_step_time_s("llama-3-70b", "h100", batch=64, context=32000, num_chips=2)
