@@ -106,6 +106,19 @@ def test_without_tensor_parallelism_no_tensor_collective_is_charged_not_even_its
     assert est == cost.time_s
 
 
+@pytest.mark.parametrize("remat", ["selective", "dot_product"])
+def test_recomputing_the_attention_core_repeats_its_softmax_and_dropout_without_flash_attention(remat):
+    # without flash attention the scores go through HBM: the softmax reads and writes each bf16 score (2 + 2
+    # bytes), the dropout reads it and writes it and a 1-byte mask (2 + 2 + 1): 9 bytes per score, T scores per
+    # token and query head, the heads split over t. Recomputing the core repeats them once per layer in the
+    # backward; without sequence parallelism no AllGather is repeated
+    plan, B, T = sl.ParallelPlan(fsdp=4, tensor=2, remat=remat), 8 * 4 * 4096, 4096
+    cost, est = alone("recompute", plan, B, sequence_parallel=False, flash_attention=False)
+    compute_bound(cost)
+    tokens = B / 4
+    assert est - cost.time_s == pytest.approx(L8 * 9 * tokens * T * N8 / 2 / HBM, rel=1e-9)
+
+
 # --- pipeline sends: [tokens, D/t] per chunk, microbatch and pass, on the tier the stages' groups reach -------------
 
 
