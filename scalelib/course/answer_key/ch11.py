@@ -76,6 +76,14 @@ class _PerBrief(Mapping):
     def __len__(self):
         return len(self._now())
 
+    # Read whole, the mistakes are computed once (Mapping's own items() and values() compute them again for
+    # every key): what the checker does with each verdict that is not correct
+    def items(self):
+        return self._now().items()
+
+    def values(self):
+        return self._now().values()
+
 
 #: How the model's own derivations are shown: one line each, with the chapter that derives them, so that
 #: no letter of the model (L layers, N heads, T sequence length) meets the same letter in another meaning.
