@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -101,13 +102,8 @@ def _signature_text(fn, sig: inspect.Signature) -> str:
 
 
 def _run(public, impl, sig: inspect.Signature, args, kwargs, allow_inf: bool) -> Derivation:
-    try:
-        sig.bind(*args, **kwargs)
-    except TypeError as err:
-        raise InvalidCallError(
-            f"{public.__name__}: {err}; it is called as {_signature_text(public, sig)} "
-            f"(quantities first, then the chip or topology, options by keyword)"
-        ) from None
+    # Arguments that do not fit the signature: Python refuses the call before `impl` runs a line (`sig` is
+    # `impl`'s own signature), so they are told apart from a TypeError inside `impl` only when one is raised.
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             derivation = impl(*args, **kwargs)
@@ -115,10 +111,23 @@ def _run(public, impl, sig: inspect.Signature, args, kwargs, allow_inf: bool) ->
         raise
     except (FloatingPointError, ZeroDivisionError, OverflowError) as err:
         raise InvalidValueError(f"{public.__name__}: these inputs are out of the range it can compute with ({err})") from None
+    except TypeError:
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as err:
+            raise InvalidCallError(
+                f"{public.__name__}: {err}; it is called as {_signature_text(public, sig)} "
+                f"(quantities first, then the chip or topology, options by keyword)"
+            ) from None
+        raise
     value = derivation.value
-    if not allow_inf and isinstance(value, (float, int, np.ndarray, np.floating)):
-        if not np.all(np.isfinite(value)):
-            raise InvalidValueError(f"{public.__name__}: these inputs give a result too large to compute with")
+    if not allow_inf:
+        if type(value) is float:
+            if not math.isfinite(value):
+                raise InvalidValueError(f"{public.__name__}: these inputs give a result too large to compute with")
+        elif isinstance(value, (float, int, np.ndarray, np.floating)):
+            if not np.all(np.isfinite(value)):
+                raise InvalidValueError(f"{public.__name__}: these inputs give a result too large to compute with")
     return derivation
 
 

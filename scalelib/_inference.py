@@ -18,6 +18,7 @@ The fleet (smallest slices, requests per chip, prefill and generate pools, cost)
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -54,6 +55,14 @@ def _hardware(topology, num_chips, *, arg="topology") -> tuple[ChipSpec, int, st
                             f"a chip name such as 'h100' (with num_chips=...), got {shown(topology)}")
 
 
+@functools.lru_cache(maxsize=256)
+def _model_derivations(spec: ModelSpec, kv_dtype) -> tuple[Derivation, Derivation, Derivation]:
+    """(total parameters, active parameters, KV bytes per token) of `spec`: the derivations :class:`_Served` holds."""
+    total = explain(_params, spec)
+    active = explain(_params, spec, active=True) if spec.is_moe else total
+    return total, active, explain(kv_cache_bytes, spec, dtype=kv_dtype)
+
+
 class _Served:
     """A model as inference sees it: parameter counts, and the KV bytes one token adds."""
 
@@ -64,9 +73,10 @@ class _Served:
             if kv_bytes_per_token is not None:
                 raise InvalidValueError(f"`{kv_arg}`: {self.name}'s KV cache follows from its shape and "
                                         f"`kv_dtype`; give `{kv_arg}` only with a parameter count as `{arg}`")
-            self.total = explain(_params, self.spec)
-            self.active = explain(_params, self.spec, active=True) if self.spec.is_moe else self.total
-            self.kv = explain(kv_cache_bytes, self.spec, dtype=kv_dtype)
+            if kv_dtype is None or type(kv_dtype) is str:  # the usual case: derived once per model and dtype
+                self.total, self.active, self.kv = _model_derivations(self.spec, kv_dtype)
+            else:
+                self.total, self.active, self.kv = _model_derivations.__wrapped__(self.spec, kv_dtype)
             return
         if isinstance(model, (bool, np.bool_)) or not isinstance(model, (int, float, np.integer, np.floating)):
             raise InvalidValueError(f"`{arg}` must be a model name (e.g. 'llama-3-70b'), a ModelSpec or a parameter "

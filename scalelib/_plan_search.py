@@ -216,17 +216,23 @@ def _search(s: _Setup, topology, slices, pipeline, max_microbatches, remats, met
             f"{fmt(least, 'B')} per chip, more than {fmt(s.hbm, 'B')} (`hbm_bytes`, the chip's HBM by default); use "
             f"more chips, a smaller batch (`B`) or model")
     timed = np.where(fits, order, np.inf)
-    best_i = int(np.lexsort((memory, timed))[0])  # ties: the plan needing less memory
+    by_time = np.lexsort((memory, timed))  # ties: the plan needing less memory (then the first in the grid)
+    best_i = int(by_time[0])
     best = _cost(s, _plan_at(g, best_i))
     ranked = (lambda c: c.time_s) if estimated is None else (lambda c: c.estimated_time_s)
     families = _family_codes(g)
+    # the fastest plan of a family that fits: its first in the order of the whole grid (the same plan as sorting
+    # the family alone by time, memory and place), unless none of the family's has a finite time
+    fits_by_time, families_by_time = fits[by_time], families[by_time]
     others = []
     for code in np.unique(families[ok]):
         if code == families[best_i]:
             continue
         mine = families == code
         if (fits & mine).any():
-            i = int(np.lexsort((memory, np.where(mine, timed, np.inf)))[0])
+            i = int(by_time[np.flatnonzero(fits_by_time & (families_by_time == code))[0]])
+            if not np.isfinite(timed[i]):
+                i = int(np.lexsort((memory, np.where(mine, timed, np.inf)))[0])
             cost = _cost(s, _plan_at(g, i))
             why = f"{ranked(cost) / ranked(best) - 1:.0%} slower: {cost.binding}"
             others.append((ranked(cost), cost, why))

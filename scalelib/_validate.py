@@ -25,6 +25,10 @@ def _refuse(arg: str, what: str, value) -> InvalidValueError:
     return InvalidValueError(f"`{arg}` must be {what}, got {shown(value)}")
 
 
+#: Scalar types a plain float stands for exactly (the fast path of :func:`number`).
+_PLAIN_FLOATS = (float, np.float64)
+
+
 def number(arg: str, value, *, positive: bool = False, nonnegative: bool = False, integer: bool = False,
            allow_inf: bool = False, at_least: float | None = None, at_most: float | None = None):
     """`value` as a float (or a float array for a sweep), after checking it.
@@ -36,6 +40,13 @@ def number(arg: str, value, *, positive: bool = False, nonnegative: bool = False
     ...
     scalelib._errors.InvalidValueError: `B` must be positive (> 0), got -1
     """
+    if type(value) in _PLAIN_FLOATS or (type(value) is int and -2**53 <= value <= 2**53):
+        # The common case, a plain scalar, checked without numpy (the same checks, the same result)
+        x = float(value)
+        if (x == x and (allow_inf or x - x == 0) and (not integer or x - x != 0 or x == int(x))
+                and (not positive or x > 0) and (not nonnegative or x >= 0)
+                and (at_least is None or x >= at_least) and (at_most is None or x <= at_most)):
+            return x
     kind = "a whole number" if integer else "a number"
     if isinstance(value, (bool, np.bool_)):
         raise InvalidValueError(f"`{arg}` must be {kind}, got {value!r} (a bool)")

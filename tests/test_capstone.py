@@ -417,6 +417,12 @@ def _chapter_sources() -> tuple[str, ...]:
     return sources
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(source: str):
+    """A chapter cell's code, compiled once (the runs of 300 names differ in one line of one cell)."""
+    return compile(source, str(CHAPTER), "exec")
+
+
 def _run_chapter_as(learner: str | int, *, plots: bool = True) -> tuple[str, list[float]]:
     """The chapter's code cells run with `learner`'s brief (a name, or a brief's number): (everything printed or
     displayed, its scalars). With `plots` False, the fast run: the same cells and library calls, the figures
@@ -443,7 +449,7 @@ def _run_chapter_as(learner: str | int, *, plots: bool = True) -> tuple[str, lis
                 source = source.rsplit("\n", 1)[0]
             if "import" in source and "display" in source:  # the chapter's own import of display
                 source = source.replace("from IPython.display import Markdown, display", "from IPython.display import Markdown")
-            exec(compile(source, str(CHAPTER), "exec"), space)
+            exec(_compiled(source), space)
             if not plots:  # after the chapter's own imports of pyplot and scalelib
                 space["plt"], space["sl"] = _NoPlot(), _FAST_SL
     plt.close("all")

@@ -220,7 +220,7 @@ def test_a_submission_the_machine_kept_from_grading_gets_no_results_json_so_neve
     (root / "results").mkdir()
     (root / "results" / "results.json").write_text('{"score": 16}')  # a stale one, from an earlier run
     write(root / "submission" / "ch01_rooflines.ipynb", "import scalelib as sl", nbs.right("1.1"))
-    monkeypatch.setattr(grade_module, "STARTUP_TIMEOUT_S", 3.0)  # the kernel never starts in time: every try
+    monkeypatch.setattr(grade_module, "STARTUP_TIMEOUT_S", 1.0)  # the kernel never starts in time: every try
     monkeypatch.setattr(grade_module, "_SLOW_MACHINE", lambda what, attempt: 10.0 if what == "start" else 0.0)
     monkeypatch.setattr(grade_module, "RETRY_DELAYS_S", (0.2, 0.2))
     assert gradescope.main(["--root", str(root), "--chapter", "1", "--timeout", "60"]) == 1  # the run failed

@@ -22,6 +22,7 @@ notebook used and reports, in the gradebook, a name that is not the submission's
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import math
 import re
@@ -125,8 +126,7 @@ class CapstoneBrief:
     @property
     def other_serve_chips(self) -> int:
         """The other serving chip's slice: the smallest that holds the weights and the same caches as the brief's."""
-        return int(min_chips(_model(self.model), self.other_serve_chip, weight_dtype=self.weight_dtype,
-                             kv_dtype=self.kv_dtype, batch=SERVE_SLICE_SEQUENCES, context=self.context))
+        return _other_serve_chips(self.model, self.other_serve_chip, self.weight_dtype, self.kv_dtype, self.context)
 
     @property
     def output_tokens(self) -> int:
@@ -308,3 +308,11 @@ def using(brief: CapstoneBrief | None) -> Iterator[CapstoneBrief | None]:
         yield brief
     finally:
         _CURRENT = saved
+
+
+@functools.lru_cache(maxsize=1024)
+def _other_serve_chips(model: str, chip: str, weight_dtype: str, kv_dtype: str, context: int) -> int:
+    """:attr:`CapstoneBrief.other_serve_chips`, computed once per brief's serving choices (the answer key and the
+    chapter's draw ask it many times a brief)."""
+    return int(min_chips(_model(model), chip, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                         batch=SERVE_SLICE_SEQUENCES, context=context))

@@ -76,6 +76,14 @@ class _PerBrief(Mapping):
     def __len__(self):
         return len(self._now())
 
+    # Read whole, the mistakes are computed once (Mapping's own items() and values() compute them again for
+    # every key): what the checker does with each verdict that is not correct
+    def items(self):
+        return self._now().items()
+
+    def values(self):
+        return self._now().values()
+
 
 #: How the model's own derivations are shown: one line each, with the chapter that derives them, so that
 #: no letter of the model (L layers, N heads, T sequence length) meets the same letter in another meaning.
@@ -334,7 +342,12 @@ def _serve(b, name: str) -> dict:
 
 def _batch(b=None, name=None) -> Derivation:
     b = b or sample()
-    name = name or b.other_serve_chip
+    return _batch_of(b, name or b.other_serve_chip)
+
+
+@functools.lru_cache(maxsize=512)
+def _batch_of(b, name: str) -> Derivation:
+    """:func:`_batch` of brief `b` on chip `name`, derived once (11.6 to 11.11 and their slips ask it many times)."""
     return _without_one_step(_short(explain(max_batch_within_latency, b.model, name, latency_s=b.latency_s,
                                             **_serve(b, name))))
 
