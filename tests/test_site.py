@@ -266,7 +266,7 @@ _FIGURE_TEXT = """Array.from(article.querySelectorAll('.cell_output img')).filte
             shown_width: img.getBoundingClientRect().width, natural_width: img.naturalWidth};
   })"""
 
-# Collected in the page once it has loaded: what the per-page tests look at.
+# Collected in the page once it has loaded: what the per-page tests look at (all of it, or the fields named).
 _DOM_PROBE = """
 const article = document.querySelector('article.bd-article') || document.querySelector('main');
 if (!article) { return {article: false}; }
@@ -274,25 +274,29 @@ const h1 = article.querySelector('h1');
 const maths = Array.from(article.querySelectorAll('span.math, div.math'));
 // The article's visible prose: without code (which may show $ or \\( on purpose)
 // and without the typeset math (whose hidden MathML keeps the TeX source).
-const prose = article.cloneNode(true);
-prose.querySelectorAll('pre, code, .katex, script, style').forEach(e => e.remove());
-return {
-  article: true,
-  title: document.title,
-  h1: h1 ? h1.textContent.replace(/#\\s*$/, '').trim() : null,
-  text: article.innerText,
-  prose: prose.textContent,
-  math_total: maths.length,
-  math_inline: maths.filter(e => e.tagName === 'SPAN').length,
-  math_display: maths.filter(e => e.tagName === 'DIV').length,
-  math_unrendered: maths.filter(e => !e.querySelector('.katex'))
+const prose = () => {
+  const copy = article.cloneNode(true);
+  copy.querySelectorAll('pre, code, .katex, script, style').forEach(e => e.remove());
+  return copy;
+};
+// Each measurement, taken when asked for: all of them in this order, or those named in arguments[0].
+const fields = {
+  article: () => true,
+  title: () => document.title,
+  h1: () => h1 ? h1.textContent.replace(/#\\s*$/, '').trim() : null,
+  text: () => article.innerText,
+  prose: () => prose().textContent,
+  math_total: () => maths.length,
+  math_inline: () => maths.filter(e => e.tagName === 'SPAN').length,
+  math_display: () => maths.filter(e => e.tagName === 'DIV').length,
+  math_unrendered: () => maths.filter(e => !e.querySelector('.katex'))
                         .map(e => e.textContent.trim().slice(0, 80)),
-  katex_errors: Array.from(article.querySelectorAll('.katex-error'))
+  katex_errors: () => Array.from(article.querySelectorAll('.katex-error'))
                      .map(e => e.getAttribute('title') || e.textContent),
-  links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+  links: () => Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
   // Lines of the text a reader sees, outside the code cells' source, that look like Markdown
   // table rows: a table that was printed or written but not rendered.
-  raw_table_rows: (() => {
+  raw_table_rows: () => (() => {
     const shown = article.cloneNode(true);
     // Code a reader reads as code (cell sources, docstring examples) may hold pipes; outputs may not.
     shown.querySelectorAll('.cell_input, script, style').forEach(e => e.remove());
@@ -300,10 +304,10 @@ return {
     return shown.textContent.split('\\n').map(l => l.trim())
       .filter(l => /^\\|.*\\|$/.test(l) || /\\|\\s*(-{3,}|—)\\s*\\|/.test(l)).slice(0, 5);
   })(),
-  output_tables: article.querySelectorAll('.cell_output table').length,
+  output_tables: () => article.querySelectorAll('.cell_output table').length,
   // Every image of the article: loaded (complete, with a width), and described by an alt
   // text or shown as a figure or a cell's output (a plot).
-  images: Array.from(article.querySelectorAll('img')).map(img => ({
+  images: () => Array.from(article.querySelectorAll('img')).map(img => ({
     src: img.getAttribute('src'),
     complete: img.complete,
     width: img.naturalWidth,
@@ -313,7 +317,7 @@ return {
   // Numbered figures (a cell's output with a caption): the number and caption the page shows, whether the
   // image still opens full size, and how wide it is drawn against its output box (a figure's padding would
   // shrink it, and its text, below the column). Equation numbers, and the text of references to either.
-  figures: Array.from(article.querySelectorAll('.cell_output figure')).map(f => {
+  figures: () => Array.from(article.querySelectorAll('.cell_output figure')).map(f => {
     const img = f.querySelector('img'), box = f.closest('.cell_output');
     const text = sel => { const e = f.querySelector(sel); return e ? e.textContent.trim() : ''; };
     return {id: f.id, number: text('figcaption .caption-number'), caption: text('figcaption .caption-text'),
@@ -322,27 +326,27 @@ return {
             box_width: box ? box.clientWidth : 0};
   }),
   // Every figure a code cell draws, its smallest text and its shown and natural widths (_FIGURE_TEXT).
-  figure_text: """ + _FIGURE_TEXT + """,
+  figure_text: () => """ + _FIGURE_TEXT + """,
   // The text column's width (scalelib._plot.COLUMN_PX assumes it): the article's, less its padding.
-  column_width: (() => {
+  column_width: () => (() => {
     const a = document.querySelector('article.bd-article');
     if (!a) { return null; }
     const s = getComputedStyle(a);
     return a.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
   })(),
-  equation_numbers: Array.from(article.querySelectorAll('div.math .eqno')).map(e => e.textContent.trim()),
-  number_refs: Array.from(article.querySelectorAll('a span.std-numref, a[href^="#equation-"]:not(.headerlink)'))
+  equation_numbers: () => Array.from(article.querySelectorAll('div.math .eqno')).map(e => e.textContent.trim()),
+  number_refs: () => Array.from(article.querySelectorAll('a span.std-numref, a[href^="#equation-"]:not(.headerlink)'))
                     .map(e => e.textContent.trim()),
   // The left navigation (the book's table of contents) and the theme's download menu.
-  nav_captions: Array.from(document.querySelectorAll('nav.bd-docs-nav .caption-text'))
+  nav_captions: () => Array.from(document.querySelectorAll('nav.bd-docs-nav .caption-text'))
                      .map(e => e.textContent.trim()),
-  nav_links: Array.from(document.querySelectorAll('nav.bd-docs-nav a[href]'))
+  nav_links: () => Array.from(document.querySelectorAll('nav.bd-docs-nav a[href]'))
                   .map(a => ({href: a.href, text: a.textContent.trim()})),
-  downloads: Array.from(document.querySelectorAll('.dropdown-download-buttons a[href]')).map(a => a.href),
+  downloads: () => Array.from(document.querySelectorAll('.dropdown-download-buttons a[href]')).map(a => a.href),
   // The language switch (book/_ext/language_switch.py): the other edition's page, and where it is drawn.
-  language_switch: Array.from(document.querySelectorAll('nav.course-language a[href]'))
+  language_switch: () => Array.from(document.querySelectorAll('nav.course-language a[href]'))
                         .map(a => ({href: a.href, lang: a.getAttribute('hreflang')})),
-  language_switch_box: (() => {
+  language_switch_box: () => (() => {
     const a = document.querySelector('nav.course-language a[href]');
     if (!a) { return null; }
     const r = a.getBoundingClientRect();
@@ -351,8 +355,8 @@ return {
   // Display math and tables that reach past the window's edges with nothing to scroll them:
   // cut off on a narrow screen (a scrolling box of their own, or an ancestor's, is fine).
   // How far the page scrolls sideways (0: not at all), and the elements that reach past its right edge.
-  page_overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
-  too_wide: document.documentElement.scrollWidth <= document.documentElement.clientWidth ? [] :
+  page_overflow: () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  too_wide: () => document.documentElement.scrollWidth <= document.documentElement.clientWidth ? [] :
             Array.from(article.querySelectorAll('*')).filter(e => {
               // the innermost elements past the right edge, not inside a box that scrolls or clips them
               const edge = document.documentElement.clientWidth + 1, box = e.getBoundingClientRect();
@@ -366,20 +370,20 @@ return {
             }).slice(0, 5).map(e => e.tagName.toLowerCase() + '.' + Array.from(e.classList).join('.') + ': '
                                  + e.textContent.trim().slice(0, 50)),
   // Output boxes whose lines run past their right edge (hidden behind a horizontal scroll).
-  cut_outputs: Array.from(article.querySelectorAll('.cell_output .output, .cell_output pre')).filter(
+  cut_outputs: () => Array.from(article.querySelectorAll('.cell_output .output, .cell_output pre')).filter(
                  e => e.scrollWidth > e.clientWidth + 1 && !e.querySelector('img, svg, table, .katex-display'))
                .map(e => e.textContent.trim().split('\\n').sort((a, b) => b.length - a.length)[0].slice(0, 80)),
   // Every element that really scrolls sideways (a table, KaTeX's inner box, a code block: whatever
   // has overflow-x auto or scroll and more content than width), at the start of its scroll, whose
   // box is not marked as hiding content on the right (the cue itself is checked by pixels,
   // _scroll_cue_faults).
-  hintless_scrollers: Array.from(article.querySelectorAll('*')).filter(e =>
+  hintless_scrollers: () => Array.from(article.querySelectorAll('*')).filter(e =>
                  e.scrollWidth > e.clientWidth + 1 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX)
                  && e.checkVisibility({visibilityProperty: true})
                  && !(e.parentElement.classList.contains('course-scroll')
                       && e.parentElement.classList.contains('course-more-right') === (e.scrollLeft < e.scrollWidth - e.clientWidth - 1)))
                .map(e => e.tagName.toLowerCase() + '.' + Array.from(e.classList).join('.') + ': ' + e.textContent.trim().slice(0, 60)),
-  cut_off: Array.from(article.querySelectorAll('.katex-display, table')).filter(e => {
+  cut_off: () => Array.from(article.querySelectorAll('.katex-display, table')).filter(e => {
              const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
              const box = e.getBoundingClientRect();
              // a box that starts left of the text column is cut there, scrolling or not: nothing scrolls
@@ -391,6 +395,8 @@ return {
              return box.left < -1 || box.right > window.innerWidth + 1 || e.scrollWidth > e.clientWidth + 1;
            }).map(e => e.textContent.trim().slice(0, 60)),
 };
+const wanted = arguments[0] || Object.keys(fields);
+return Object.fromEntries(wanted.map(name => [name, fields[name]()]));
 """
 
 
@@ -429,11 +435,12 @@ def _drain_logs(driver) -> tuple[list[dict], list[dict]]:
     return driver.get_log("browser"), driver.get_log("performance")
 
 
-def load_page(driver, url: str, settle: float = 0.3) -> PageReport:
+def load_page(driver, url: str, settle: float = 0.3, fields: list[str] | None = None) -> PageReport:
     """Open `url`, wait until it and its fonts have loaded, and report what happened.
 
     console_errors: SEVERE browser-console entries (script errors, failed loads).
     requests: every URL the page asked for (Network.requestWillBeSent).
+    dom: the page probe's measurements (_DOM_PROBE), all of them or the `fields` named.
     """
     _drain_logs(driver)  # forget whatever the previous page left behind
     driver.get(url)
@@ -455,7 +462,7 @@ def load_page(driver, url: str, settle: float = 0.3) -> PageReport:
         if urlparse(params.get("documentURL", "")).scheme in BROWSER_UI_SCHEMES:
             continue
         report.requests.append(params["request"]["url"])
-    report.dom = driver.execute_script(_DOM_PROBE) or {}
+    report.dom = driver.execute_script(_DOM_PROBE, fields) or {}
     return report
 
 
@@ -1159,6 +1166,10 @@ def _tap_language_switch(browser) -> str:
     return browser.current_url
 
 
+#: What the page probe measures at a phone's width: what test_nothing_is_cut_off_at_phone_width looks at.
+PHONE_FIELDS = ["article", "language_switch_box", "cut_off", "page_overflow", "too_wide", "hintless_scrollers"]
+
+
 def _phone_report(browser, site, phone_reports, docname: str) -> PageReport:
     """The page at a phone's width (PHONE_WIDTH), loaded once, with every phone check's measurement taken while
     it is open: the page probe (its ``dom``), right after loading the language switch's box and link
@@ -1171,7 +1182,7 @@ def _phone_report(browser, site, phone_reports, docname: str) -> PageReport:
         if resized:  # (the phone tests run apart, say, from the phone_reports fixture's other users)
             browser.set_window_size(PHONE_WIDTH, 900)
         try:
-            report = load_page(browser, site.base + f"{docname}.html", settle=0.1)
+            report = load_page(browser, site.base + f"{docname}.html", settle=0.1, fields=PHONE_FIELDS)
             if docname in SCREENSHOT_PAGES:
                 report.check("language_switch", _language_switch, browser)
             report.check("scroll_cues", _scroll_cue_faults, browser)
@@ -1473,9 +1484,18 @@ def test_the_text_column_is_as_wide_as_the_figures_assume(browser, site, reports
 
 
 def test_index_redirects_to_root_page(browser, site) -> None:
-    report = load_page(browser, site.base + "index.html", settle=1.0)
-    assert report.final_url.endswith(f"/{ROOT_PAGE}.html"), (
-        f"index.html should lead to {ROOT_PAGE}.html, ended at {report.final_url}"
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    load_page(browser, site.base + "index.html", settle=0)
+    try:  # the redirect, as soon as it has happened (at most 5 s)
+        WebDriverWait(browser, 5, poll_frequency=0.05).until(
+            lambda driver: driver.current_url.endswith(f"/{ROOT_PAGE}.html"))
+    except TimeoutException:
+        pass
+    final_url = browser.current_url
+    assert final_url.endswith(f"/{ROOT_PAGE}.html"), (
+        f"index.html should lead to {ROOT_PAGE}.html, ended at {final_url}"
     )
 
 
@@ -1526,8 +1546,8 @@ def _fault_page(browser, tmp_path, name: str, article: str, width: int = WINDOW[
         f'<article class="bd-article"><h1>{name}</h1>{article}</article></body></html>', encoding="utf8")
     server = serve(tmp_path)
     browser.set_window_size(width, 900)
-    try:
-        return load_page(browser, server.base + f"{name}.html")
+    try:  # (no script on the page, no late request: the probe reads it as soon as it has loaded)
+        return load_page(browser, server.base + f"{name}.html", settle=0)
     finally:
         browser.set_window_size(*WINDOW)
         server.stop()
