@@ -161,18 +161,25 @@ def reader():
 
 
 @pytest.fixture(scope="module")
-def texts(reader) -> list[str]:
-    """The text of every page (NFKC: ligatures undone), read by PDFium: about 10 ms a page, where
-    pypdf's extract_text takes about 0.2 s (two minutes for the whole course)."""
+def sheets(reader):
+    """Every sheet of the PDF as PDFium reads it, opened and loaded once (about 10 ms a sheet) for the checks that
+    read its text, its pixels or its characters' sizes."""
     import pypdfium2
 
     document = pypdfium2.PdfDocument(PDF)
     try:
-        assert len(document) == len(reader.pages)
-        return [unicodedata.normalize("NFKC", document[n].get_textpage().get_text_bounded().replace("\r\n", "\n"))
-                for n in range(len(document))]
+        yield [document[n] for n in range(len(document))]
     finally:
         document.close()
+
+
+@pytest.fixture(scope="module")
+def texts(reader, sheets) -> list[str]:
+    """The text of every page (NFKC: ligatures undone), read by PDFium: about 10 ms a page, where
+    pypdf's extract_text takes about 0.2 s (two minutes for the whole course)."""
+    assert len(sheets) == len(reader.pages)
+    return [unicodedata.normalize("NFKC", sheet.get_textpage().get_text_bounded().replace("\r\n", "\n"))
+            for sheet in sheets]
 
 
 @pytest.fixture(scope="module")
@@ -265,23 +272,17 @@ def _ink_bottom(bitmap, scale: float) -> float | None:
     return None if not len(rows) else (rows[-1] + 1) / scale
 
 
-def test_no_sheet_is_almost_blank(reader) -> None:
+def test_no_sheet_is_almost_blank(reader, sheets) -> None:
     """No sheet is less than a fifth full: its ink (text, figures, rules, code boxes; the page number
     aside) reaches at least a fifth of the way down its text area. Measured on pixels, each sheet
     rendered by PDFium. The last sheet of the PDF, where the book ends, may be short."""
-    import pypdfium2
-
     scale = 0.5
-    document = pypdfium2.PdfDocument(PDF)
     short = []
-    try:
-        for number in range(len(document) - 1):
-            bottom = _ink_bottom(document[number].render(scale=scale), scale)
-            fill = 0.0 if bottom is None else (bottom - TEXT_TOP) / TEXT_HEIGHT
-            if fill < 0.2:
-                short.append(f"page {number + 1}: {fill:.0%}")
-    finally:
-        document.close()
+    for number, sheet in enumerate(sheets[:-1]):
+        bottom = _ink_bottom(sheet.render(scale=scale), scale)
+        fill = 0.0 if bottom is None else (bottom - TEXT_TOP) / TEXT_HEIGHT
+        if fill < 0.2:
+            short.append(f"page {number + 1}: {fill:.0%}")
     assert not short, f"{len(short)} sheet(s) less than a fifth full: {short[:10]}"
 
 
@@ -291,28 +292,22 @@ def test_no_colab_link_is_printed(texts) -> None:
     assert not found, f"'Open in Colab' printed on pages {found[:10]}"
 
 
-def test_the_api_reference_is_a_compact_appendix(where, reader) -> None:
+def test_the_api_reference_is_a_compact_appendix(where, reader, sheets) -> None:
     """The API reference comes after the chapters, in smaller type than a chapter (its characters'
     median height, read by PDFium, at most nine tenths of the first chapter's)."""
     import statistics
-
-    import pypdfium2
 
     if "book/api" not in where:
         pytest.skip("no API reference in the toc")
     chapters = [where[part.docnames[0]][0] for part in CHAPTERS]
     assert where["book/api"][0] > max(chapters), "the API reference is not after the chapters"
-    document = pypdfium2.PdfDocument(PDF)
 
     def median_height(page: int) -> float:
-        text = document[page].get_textpage()
+        text = sheets[page].get_textpage()
         boxes = [text.get_charbox(i) for i in range(text.count_chars())]
         return statistics.median(top - bottom for left, bottom, right, top in boxes if top - bottom > 1)
 
-    try:
-        api, chapter = median_height(where["book/api"][0] + 1), median_height(chapters[0] + 1)
-    finally:
-        document.close()
+    api, chapter = median_height(where["book/api"][0] + 1), median_height(chapters[0] + 1)
     assert api <= 0.9 * chapter, f"API reference characters {api:.1f} pt high, a chapter's {chapter:.1f} pt"
 
 
@@ -479,11 +474,42 @@ def test_cli_reports_errors(tmp_path, capsys) -> None:
 # The checks notice faults: small pages printed by the same code
 
 
+class _OneChromium:
+    """The Chromium every small print below is made with: pdf.print_page starts one per print (a second or two
+    each) and quits it; given this one by pdf._chromium, its quit() instead leaves it as a fresh one starts
+    (no emulated media or screen, a blank page) for the next print."""
+
+    def __init__(self, driver) -> None:
+        self._driver = driver
+
+    def __getattr__(self, name):
+        return getattr(self._driver, name)
+
+    def quit(self) -> None:
+        self._driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+        self._driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        self._driver.get("about:blank")
+
+
 @pytest.fixture(scope="module")
-def chromium() -> None:
+def _one_chromium():
     for path in (pdf.CHROMIUM, pdf.CHROMEDRIVER):
         if not Path(path).exists():
             _missing(f"{path} not found: install it with `make browser`")
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="course-pdf-chrome-", ignore_cleanup_errors=True) as user_data:
+        driver = pdf._chromium(user_data)
+        try:
+            yield _OneChromium(driver)
+        finally:
+            driver.quit()
+
+
+@pytest.fixture
+def chromium(_one_chromium, monkeypatch) -> None:
+    """Chromium is installed; the test's prints share one (_OneChromium)."""
+    monkeypatch.setattr(pdf, "_chromium", lambda user_data_dir: _one_chromium)
 
 
 FRONT = pdf.Front(title="A faulty page", subtitle="For the tests.", date=datetime.date(2025, 1, 1), repository="")

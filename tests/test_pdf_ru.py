@@ -21,7 +21,7 @@ _BUILT_PDF_TESTS = [
     "test_bookmarks_for_every_part_and_page", "test_figures_intact", "test_katex_fonts_embedded",
     "test_no_raw_math_in_the_text", "test_no_widget_is_printed", "test_no_character_printed_as_an_empty_box",
 ]
-globals().update({name: getattr(_module, name) for name in _BUILT_PDF_TESTS + ["reader", "texts", "where"]})
+globals().update({name: getattr(_module, name) for name in _BUILT_PDF_TESTS + ["reader", "sheets", "texts", "where"]})
 
 
 def test_the_russian_pdf_reads_in_russian(texts) -> None:

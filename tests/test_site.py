@@ -255,7 +255,18 @@ def _image_faults(images: list[dict]) -> list[str]:
     return faults
 
 
-# Collected in the page once it has loaded: what the per-page tests look at.
+#: Every figure a code cell draws (not chapter 2's animation player, whose frames are measured where they are
+#: drawn): the size of its smallest text in pixels of its image (data-min-text-px, book/_ext/figure_links.py),
+#: and how wide the image is shown against its natural width. A JavaScript expression (``article`` defined).
+_FIGURE_TEXT = """Array.from(article.querySelectorAll('.cell_output img')).filter(img => !img.closest('.animation'))
+                    .map((img, k) => {
+    const number = img.closest('figure') && img.closest('figure').querySelector('figcaption .caption-number');
+    return {figure: number ? number.textContent.trim() : `image ${k + 1}`, src: img.getAttribute('src'),
+            alt: (img.getAttribute('alt') || '').trim().slice(0, 60), text_px: img.getAttribute('data-min-text-px'),
+            shown_width: img.getBoundingClientRect().width, natural_width: img.naturalWidth};
+  })"""
+
+# Collected in the page once it has loaded: what the per-page tests look at (all of it, or the fields named).
 _DOM_PROBE = """
 const article = document.querySelector('article.bd-article') || document.querySelector('main');
 if (!article) { return {article: false}; }
@@ -263,25 +274,29 @@ const h1 = article.querySelector('h1');
 const maths = Array.from(article.querySelectorAll('span.math, div.math'));
 // The article's visible prose: without code (which may show $ or \\( on purpose)
 // and without the typeset math (whose hidden MathML keeps the TeX source).
-const prose = article.cloneNode(true);
-prose.querySelectorAll('pre, code, .katex, script, style').forEach(e => e.remove());
-return {
-  article: true,
-  title: document.title,
-  h1: h1 ? h1.textContent.replace(/#\\s*$/, '').trim() : null,
-  text: article.innerText,
-  prose: prose.textContent,
-  math_total: maths.length,
-  math_inline: maths.filter(e => e.tagName === 'SPAN').length,
-  math_display: maths.filter(e => e.tagName === 'DIV').length,
-  math_unrendered: maths.filter(e => !e.querySelector('.katex'))
+const prose = () => {
+  const copy = article.cloneNode(true);
+  copy.querySelectorAll('pre, code, .katex, script, style').forEach(e => e.remove());
+  return copy;
+};
+// Each measurement, taken when asked for: all of them in this order, or those named in arguments[0].
+const fields = {
+  article: () => true,
+  title: () => document.title,
+  h1: () => h1 ? h1.textContent.replace(/#\\s*$/, '').trim() : null,
+  text: () => article.innerText,
+  prose: () => prose().textContent,
+  math_total: () => maths.length,
+  math_inline: () => maths.filter(e => e.tagName === 'SPAN').length,
+  math_display: () => maths.filter(e => e.tagName === 'DIV').length,
+  math_unrendered: () => maths.filter(e => !e.querySelector('.katex'))
                         .map(e => e.textContent.trim().slice(0, 80)),
-  katex_errors: Array.from(article.querySelectorAll('.katex-error'))
+  katex_errors: () => Array.from(article.querySelectorAll('.katex-error'))
                      .map(e => e.getAttribute('title') || e.textContent),
-  links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+  links: () => Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
   // Lines of the text a reader sees, outside the code cells' source, that look like Markdown
   // table rows: a table that was printed or written but not rendered.
-  raw_table_rows: (() => {
+  raw_table_rows: () => (() => {
     const shown = article.cloneNode(true);
     // Code a reader reads as code (cell sources, docstring examples) may hold pipes; outputs may not.
     shown.querySelectorAll('.cell_input, script, style').forEach(e => e.remove());
@@ -289,10 +304,10 @@ return {
     return shown.textContent.split('\\n').map(l => l.trim())
       .filter(l => /^\\|.*\\|$/.test(l) || /\\|\\s*(-{3,}|—)\\s*\\|/.test(l)).slice(0, 5);
   })(),
-  output_tables: article.querySelectorAll('.cell_output table').length,
+  output_tables: () => article.querySelectorAll('.cell_output table').length,
   // Every image of the article: loaded (complete, with a width), and described by an alt
   // text or shown as a figure or a cell's output (a plot).
-  images: Array.from(article.querySelectorAll('img')).map(img => ({
+  images: () => Array.from(article.querySelectorAll('img')).map(img => ({
     src: img.getAttribute('src'),
     complete: img.complete,
     width: img.naturalWidth,
@@ -302,7 +317,7 @@ return {
   // Numbered figures (a cell's output with a caption): the number and caption the page shows, whether the
   // image still opens full size, and how wide it is drawn against its output box (a figure's padding would
   // shrink it, and its text, below the column). Equation numbers, and the text of references to either.
-  figures: Array.from(article.querySelectorAll('.cell_output figure')).map(f => {
+  figures: () => Array.from(article.querySelectorAll('.cell_output figure')).map(f => {
     const img = f.querySelector('img'), box = f.closest('.cell_output');
     const text = sel => { const e = f.querySelector(sel); return e ? e.textContent.trim() : ''; };
     return {id: f.id, number: text('figcaption .caption-number'), caption: text('figcaption .caption-text'),
@@ -310,29 +325,28 @@ return {
             img_width: img ? img.getBoundingClientRect().width : 0, natural_width: img ? img.naturalWidth : 0,
             box_width: box ? box.clientWidth : 0};
   }),
-  // Every figure a code cell draws (not chapter 2's animation player, whose frames are measured where they are
-  // drawn): the size of its smallest text in pixels of its image (data-min-text-px, book/_ext/figure_links.py),
-  // and how wide the image is shown against its natural width.
-  figure_text: Array.from(article.querySelectorAll('.cell_output img')).filter(img => !img.closest('.animation'))
-                    .map((img, k) => {
-    const number = img.closest('figure') && img.closest('figure').querySelector('figcaption .caption-number');
-    return {figure: number ? number.textContent.trim() : `image ${k + 1}`, src: img.getAttribute('src'),
-            alt: (img.getAttribute('alt') || '').trim().slice(0, 60), text_px: img.getAttribute('data-min-text-px'),
-            shown_width: img.getBoundingClientRect().width, natural_width: img.naturalWidth};
-  }),
-  equation_numbers: Array.from(article.querySelectorAll('div.math .eqno')).map(e => e.textContent.trim()),
-  number_refs: Array.from(article.querySelectorAll('a span.std-numref, a[href^="#equation-"]:not(.headerlink)'))
+  // Every figure a code cell draws, its smallest text and its shown and natural widths (_FIGURE_TEXT).
+  figure_text: () => """ + _FIGURE_TEXT + """,
+  // The text column's width (scalelib._plot.COLUMN_PX assumes it): the article's, less its padding.
+  column_width: () => (() => {
+    const a = document.querySelector('article.bd-article');
+    if (!a) { return null; }
+    const s = getComputedStyle(a);
+    return a.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+  })(),
+  equation_numbers: () => Array.from(article.querySelectorAll('div.math .eqno')).map(e => e.textContent.trim()),
+  number_refs: () => Array.from(article.querySelectorAll('a span.std-numref, a[href^="#equation-"]:not(.headerlink)'))
                     .map(e => e.textContent.trim()),
   // The left navigation (the book's table of contents) and the theme's download menu.
-  nav_captions: Array.from(document.querySelectorAll('nav.bd-docs-nav .caption-text'))
+  nav_captions: () => Array.from(document.querySelectorAll('nav.bd-docs-nav .caption-text'))
                      .map(e => e.textContent.trim()),
-  nav_links: Array.from(document.querySelectorAll('nav.bd-docs-nav a[href]'))
+  nav_links: () => Array.from(document.querySelectorAll('nav.bd-docs-nav a[href]'))
                   .map(a => ({href: a.href, text: a.textContent.trim()})),
-  downloads: Array.from(document.querySelectorAll('.dropdown-download-buttons a[href]')).map(a => a.href),
+  downloads: () => Array.from(document.querySelectorAll('.dropdown-download-buttons a[href]')).map(a => a.href),
   // The language switch (book/_ext/language_switch.py): the other edition's page, and where it is drawn.
-  language_switch: Array.from(document.querySelectorAll('nav.course-language a[href]'))
+  language_switch: () => Array.from(document.querySelectorAll('nav.course-language a[href]'))
                         .map(a => ({href: a.href, lang: a.getAttribute('hreflang')})),
-  language_switch_box: (() => {
+  language_switch_box: () => (() => {
     const a = document.querySelector('nav.course-language a[href]');
     if (!a) { return null; }
     const r = a.getBoundingClientRect();
@@ -341,8 +355,8 @@ return {
   // Display math and tables that reach past the window's edges with nothing to scroll them:
   // cut off on a narrow screen (a scrolling box of their own, or an ancestor's, is fine).
   // How far the page scrolls sideways (0: not at all), and the elements that reach past its right edge.
-  page_overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
-  too_wide: document.documentElement.scrollWidth <= document.documentElement.clientWidth ? [] :
+  page_overflow: () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  too_wide: () => document.documentElement.scrollWidth <= document.documentElement.clientWidth ? [] :
             Array.from(article.querySelectorAll('*')).filter(e => {
               // the innermost elements past the right edge, not inside a box that scrolls or clips them
               const edge = document.documentElement.clientWidth + 1, box = e.getBoundingClientRect();
@@ -356,20 +370,20 @@ return {
             }).slice(0, 5).map(e => e.tagName.toLowerCase() + '.' + Array.from(e.classList).join('.') + ': '
                                  + e.textContent.trim().slice(0, 50)),
   // Output boxes whose lines run past their right edge (hidden behind a horizontal scroll).
-  cut_outputs: Array.from(article.querySelectorAll('.cell_output .output, .cell_output pre')).filter(
+  cut_outputs: () => Array.from(article.querySelectorAll('.cell_output .output, .cell_output pre')).filter(
                  e => e.scrollWidth > e.clientWidth + 1 && !e.querySelector('img, svg, table, .katex-display'))
                .map(e => e.textContent.trim().split('\\n').sort((a, b) => b.length - a.length)[0].slice(0, 80)),
   // Every element that really scrolls sideways (a table, KaTeX's inner box, a code block: whatever
   // has overflow-x auto or scroll and more content than width), at the start of its scroll, whose
   // box is not marked as hiding content on the right (the cue itself is checked by pixels,
   // _scroll_cue_faults).
-  hintless_scrollers: Array.from(article.querySelectorAll('*')).filter(e =>
+  hintless_scrollers: () => Array.from(article.querySelectorAll('*')).filter(e =>
                  e.scrollWidth > e.clientWidth + 1 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX)
                  && e.checkVisibility({visibilityProperty: true})
                  && !(e.parentElement.classList.contains('course-scroll')
                       && e.parentElement.classList.contains('course-more-right') === (e.scrollLeft < e.scrollWidth - e.clientWidth - 1)))
                .map(e => e.tagName.toLowerCase() + '.' + Array.from(e.classList).join('.') + ': ' + e.textContent.trim().slice(0, 60)),
-  cut_off: Array.from(article.querySelectorAll('.katex-display, table')).filter(e => {
+  cut_off: () => Array.from(article.querySelectorAll('.katex-display, table')).filter(e => {
              const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
              const box = e.getBoundingClientRect();
              // a box that starts left of the text column is cut there, scrolling or not: nothing scrolls
@@ -381,6 +395,8 @@ return {
              return box.left < -1 || box.right > window.innerWidth + 1 || e.scrollWidth > e.clientWidth + 1;
            }).map(e => e.textContent.trim().slice(0, 60)),
 };
+const wanted = arguments[0] || Object.keys(fields);
+return Object.fromEntries(wanted.map(name => [name, fields[name]()]));
 """
 
 
@@ -392,6 +408,23 @@ class PageReport:
     requests: list[str] = field(default_factory=list)
     dom: dict = field(default_factory=dict)
     screenshots: list[Path] = field(default_factory=list)
+    #: What a check that works on the open page (scrolling it, taking screenshots) found there while it was
+    #: loaded, by the check's name: its result, or the exception it raised (re-raised by the test that reads it).
+    checked: dict = field(default_factory=dict)
+
+    def result(self, check: str):
+        """The result of `check` on this page, raising what it raised."""
+        found = self.checked[check]
+        if isinstance(found, BaseException):
+            raise found
+        return found
+
+    def check(self, name: str, function, *args) -> None:
+        """Run `function(*args)` on the open page now and keep its result (or its exception) as `name`."""
+        try:
+            self.checked[name] = function(*args)
+        except Exception as error:  # noqa: BLE001 - kept for the test that reads this check
+            self.checked[name] = error
 
     @property
     def foreign_requests(self) -> list[str]:
@@ -402,11 +435,12 @@ def _drain_logs(driver) -> tuple[list[dict], list[dict]]:
     return driver.get_log("browser"), driver.get_log("performance")
 
 
-def load_page(driver, url: str, settle: float = 0.3) -> PageReport:
+def load_page(driver, url: str, settle: float = 0.3, fields: list[str] | None = None) -> PageReport:
     """Open `url`, wait until it and its fonts have loaded, and report what happened.
 
     console_errors: SEVERE browser-console entries (script errors, failed loads).
     requests: every URL the page asked for (Network.requestWillBeSent).
+    dom: the page probe's measurements (_DOM_PROBE), all of them or the `fields` named.
     """
     _drain_logs(driver)  # forget whatever the previous page left behind
     driver.get(url)
@@ -428,7 +462,7 @@ def load_page(driver, url: str, settle: float = 0.3) -> PageReport:
         if urlparse(params.get("documentURL", "")).scheme in BROWSER_UI_SCHEMES:
             continue
         report.requests.append(params["request"]["url"])
-    report.dom = driver.execute_script(_DOM_PROBE) or {}
+    report.dom = driver.execute_script(_DOM_PROBE, fields) or {}
     return report
 
 
@@ -584,7 +618,8 @@ def reports(browser, site) -> dict[str, PageReport]:
 def _report(browser, site, reports, docname: str) -> PageReport:
     """The page's report, loading it (at the desktop width) the first time it is asked for.
 
-    Chapter pages and the root page are photographed while they are open (SCREENSHOT_PAGES).
+    Chapter pages and the root page are photographed while they are open (SCREENSHOT_PAGES), and a chapter's
+    boxes that scroll sideways are checked for their cue then (_scroll_cue_faults: one load serves every check).
     """
     if docname not in reports:
         if not (SITE / f"{docname}.html").is_file():
@@ -599,6 +634,8 @@ def _report(browser, site, reports, docname: str) -> PageReport:
             report = load_page(browser, site.base + f"{docname}.html")
             if docname in SCREENSHOT_PAGES:
                 report.screenshots = take_screenshots(browser, _SHOT_PREFIX + Path(docname).name)
+            if docname in CHAPTER_PAGES:  # (after the screenshot: it scrolls the page)
+                report.check("desktop_scroll_cues", _scroll_cue_faults, browser, ("code", "table", "equation"))
         finally:
             if resized:
                 browser.set_window_size(size["width"], size["height"])
@@ -814,16 +851,10 @@ def test_figure_text_is_legible_as_shown_at_desktop_width(page: PageReport) -> N
 @pytest.mark.parametrize("docname", CHAPTER_PAGES)
 def test_figure_text_is_legible_as_shown_at_phone_width(docname, browser, site, phone_reports) -> None:
     """Every figure a chapter draws shows its smallest text at 7 px or more in a 390 px phone's window (scaled
-    down to its 358 px column), measured as at 1280 px."""
-    # A phone's scrollbar overlays the page; desktop Chromium's takes 15 px of a 390 px window's width.
-    browser.execute_cdp_cmd("Emulation.setScrollbarsHidden", {"hidden": True})
-    try:
-        report = load_page(browser, site.base + f"{docname}.html", settle=0.1)
-        viewport = browser.execute_script("return document.documentElement.clientWidth;")
-    finally:
-        browser.execute_cdp_cmd("Emulation.setScrollbarsHidden", {"hidden": False})
+    down to its 358 px column), measured as at 1280 px (with the scrollbar hidden, _phone_report)."""
+    shown = _phone_report(browser, site, phone_reports, docname).result("figures_without_scrollbar")
+    viewport, figures = shown["viewport"], shown["figure_text"]
     assert viewport == PHONE_WIDTH, f"{docname}: the page is laid out {viewport} px wide, not a phone's {PHONE_WIDTH}"
-    figures = report.dom.get("figure_text", [])
     assert len(figures) == _chapter_figure_count(docname), (
         f"{docname} at {PHONE_WIDTH} px: {len(figures)} figure images, the notebook draws "
         f"{_chapter_figure_count(docname)}")
@@ -1072,7 +1103,8 @@ PHONE_WIDTH = 390
 
 @pytest.fixture(scope="module")
 def phone_reports(browser, site) -> Iterator[dict]:
-    """Each page loaded at a phone's width (the window is restored afterwards)."""
+    """Each page's report at a phone's width (_phone_report), the page loaded once and shared by the tests;
+    the window is held at that width meanwhile, and restored afterwards."""
     browser.set_window_size(PHONE_WIDTH, 900)
     try:
         yield {}
@@ -1080,23 +1112,103 @@ def phone_reports(browser, site) -> Iterator[dict]:
         browser.set_window_size(*WINDOW)
 
 
-@pytest.mark.parametrize("docname", SCREENSHOT_PAGES)
-def test_language_switch_is_clicked_at_phone_width(docname, browser, site, phone_reports) -> None:
-    """At a phone's width the switch shows inside the screen, and a tap on it opens the other edition's page."""
+#: The figures of the open page as shown (_FIGURE_TEXT), with the width the page is laid out at, two frames after
+#: the window's scrollbar is made anew (the root's overflow set and reset: Chromium applies a change of
+#: Emulation.setScrollbarsHidden to a page already laid out when its scrollbar is made again).
+_FIGURES_AS_SHOWN = """
+const done = arguments[arguments.length - 1];
+const root = document.documentElement, overflow = root.style.overflowY;
+root.style.overflowY = 'hidden';
+root.offsetWidth;
+root.style.overflowY = overflow;
+requestAnimationFrame(() => requestAnimationFrame(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  done({viewport: document.documentElement.clientWidth, figure_text: article ? """ + _FIGURE_TEXT + """ : []});
+}));
+"""
+
+
+def _figures_without_scrollbar(browser) -> dict:
+    """The open page's figures as shown with the window's scrollbar hidden: a phone's scrollbar overlays the
+    page, where desktop Chromium's takes 15 px of a 390 px window's width. The scrollbar comes back after."""
+    browser.execute_cdp_cmd("Emulation.setScrollbarsHidden", {"hidden": True})
+    try:
+        return browser.execute_async_script(_FIGURES_AS_SHOWN)
+    finally:
+        browser.execute_cdp_cmd("Emulation.setScrollbarsHidden", {"hidden": False})
+        browser.execute_async_script(_FIGURES_AS_SHOWN)  # the scrollbar back in the page's layout
+
+
+def _language_switch(browser) -> dict:
+    """The open page's language switch: its box (left, right, width, height) and where it leads."""
     from selenium.webdriver.common.by import By
 
-    load_page(browser, site.base + f"{docname}.html", settle=0.1)
     link = browser.find_element(By.CSS_SELECTOR, "nav.course-language a")
     box = browser.execute_script("const r = arguments[0].getBoundingClientRect(); "
                                  "return [r.left, r.right, r.width, r.height];", link)
-    assert box[2] > 0 and box[3] > 0 and box[0] >= 0 and box[1] <= PHONE_WIDTH, (
-        f"{docname} at {PHONE_WIDTH} px: the language switch is off screen or hidden: {box}")
+    return {"box": box, "target": link.get_attribute("href")}
+
+
+def _tap_language_switch(browser) -> str:
+    """Tap the open page's language switch (the page is left): the URL the browser opens."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.execute_script("window.scrollTo(0, 0);")  # where the page was before the phone checks scrolled it
+    link = browser.find_element(By.CSS_SELECTOR, "nav.course-language a")
     target = link.get_attribute("href")
     link.click()
-    time.sleep(0.3)
-    assert browser.current_url == target and _plain(urlparse(target).path.lstrip("/").removesuffix(".html")) == \
+    try:  # the new page, as soon as it opens (at most a few seconds)
+        WebDriverWait(browser, 5, poll_frequency=0.05).until(lambda driver: driver.current_url == target)
+    except TimeoutException:
+        pass
+    return browser.current_url
+
+
+#: What the page probe measures at a phone's width: what test_nothing_is_cut_off_at_phone_width looks at.
+PHONE_FIELDS = ["article", "language_switch_box", "cut_off", "page_overflow", "too_wide", "hintless_scrollers"]
+
+
+def _phone_report(browser, site, phone_reports, docname: str) -> PageReport:
+    """The page at a phone's width (PHONE_WIDTH), loaded once, with every phone check's measurement taken while
+    it is open: the page probe (its ``dom``), right after loading the language switch's box and link
+    (``language_switch``), the cue of each kind of box that scrolls sideways (``scroll_cues``), on a chapter's
+    page its figures with the scrollbar hidden (``figures_without_scrollbar``), and on a photographed page, last
+    since it leaves the page, a tap on the language switch (``language_tap``: the URL then open)."""
+    if docname not in phone_reports:
+        size = browser.get_window_size()
+        resized = size["width"] != PHONE_WIDTH
+        if resized:  # (the phone tests run apart, say, from the phone_reports fixture's other users)
+            browser.set_window_size(PHONE_WIDTH, 900)
+        try:
+            report = load_page(browser, site.base + f"{docname}.html", settle=0.1, fields=PHONE_FIELDS)
+            if docname in SCREENSHOT_PAGES:
+                report.check("language_switch", _language_switch, browser)
+            report.check("scroll_cues", _scroll_cue_faults, browser)
+            if docname in CHAPTER_PAGES:
+                report.check("figures_without_scrollbar", _figures_without_scrollbar, browser)
+            if docname in SCREENSHOT_PAGES:
+                report.check("language_tap", _tap_language_switch, browser)
+        finally:
+            if resized:
+                browser.set_window_size(size["width"], size["height"])
+        phone_reports[docname] = report
+    return phone_reports[docname]
+
+
+@pytest.mark.parametrize("docname", SCREENSHOT_PAGES)
+def test_language_switch_is_clicked_at_phone_width(docname, browser, site, phone_reports) -> None:
+    """At a phone's width the switch shows inside the screen, and a tap on it opens the other edition's page."""
+    report = _phone_report(browser, site, phone_reports, docname)
+    switch = report.result("language_switch")
+    box, target = switch["box"], switch["target"]
+    assert box[2] > 0 and box[3] > 0 and box[0] >= 0 and box[1] <= PHONE_WIDTH, (
+        f"{docname} at {PHONE_WIDTH} px: the language switch is off screen or hidden: {box}")
+    opened = report.result("language_tap")
+    assert opened == target and _plain(urlparse(target).path.lstrip("/").removesuffix(".html")) == \
         _plain(docname), (
-        f"{docname}: tapping the switch opened {browser.current_url}, expected {target}")
+        f"{docname}: tapping the switch opened {opened}, expected {target}")
 
 
 @pytest.mark.parametrize("docname", PAGES)
@@ -1105,7 +1217,7 @@ def test_nothing_is_cut_off_at_phone_width(docname, browser, site, phone_reports
     table wider than the screen), and wide equations and tables scroll in their own box, with the
     shadow that says there is more; the language switch shows inside the screen (every page; a tap on it
     is tested on the chapters' pages)."""
-    report = load_page(browser, site.base + f"{docname}.html", settle=0.1)
+    report = _phone_report(browser, site, phone_reports, docname)
     box = report.dom.get("language_switch_box")
     assert box and box[2] > 0 and box[3] > 0 and box[0] >= 0 and box[1] <= PHONE_WIDTH and box[4] == "visible", (
         f"{docname} at {PHONE_WIDTH} px: the language switch is missing, hidden or off screen: {box}")
@@ -1120,7 +1232,7 @@ def test_nothing_is_cut_off_at_phone_width(docname, browser, site, phone_reports
         f"{docname} at {PHONE_WIDTH} px: boxes that scroll sideways with no sign that they do: "
         f"{report.dom['hintless_scrollers'][:5]}"
     )
-    faults = _scroll_cue_faults(browser)
+    faults = report.result("scroll_cues")
     assert not faults, f"{docname} at {PHONE_WIDTH} px: {faults}"
 
 
@@ -1155,17 +1267,20 @@ requestAnimationFrame(() => requestAnimationFrame(() => {
 """
 
 
-def _edge_strip(driver, box, side: str, width: float = 8):
-    """The `width` CSS pixels inside the `side` edge of `box`, from a screenshot of the window (RGB)."""
+def _edge_strips(driver, box, inner: float, width: float = 8):
+    """The `width` CSS pixels inside the left and the right edge of `box`, from one screenshot of the window
+    (RGB; `inner`: the window's width in CSS pixels)."""
     import io
 
     from PIL import Image
 
-    with Image.open(io.BytesIO(driver.get_screenshot_as_png())) as shot:
-        scale = shot.width / driver.execute_script("return window.innerWidth")
+    # Chrome's own capture, its PNG compressed for speed: the same pixels as WebDriver's screenshot, made faster.
+    png = base64.b64decode(driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})["data"])
+    with Image.open(io.BytesIO(png)) as shot:
+        scale = shot.width / inner
         left, top, right, bottom = box
-        x0, x1 = (left + 1, left + 1 + width) if side == "left" else (right - 1 - width, right - 1)
-        return shot.convert("RGB").crop(tuple(round(v * scale) for v in (x0, top + 2, x1, bottom - 2)))
+        return tuple(shot.crop(tuple(round(v * scale) for v in (x0, top + 2, x1, bottom - 2))).convert("RGB")
+                     for x0, x1 in ((left + 1, left + 1 + width), (right - 1 - width, right - 1)))
 
 
 def _difference(a, b) -> float:
@@ -1175,16 +1290,44 @@ def _difference(a, b) -> float:
     return sum(ImageStat.Stat(ImageChops.difference(a, b)).mean) / 3
 
 
-def _cue_on_and_off(driver, element, side: str, box):
-    """The edge strip as the page draws it, and with the box's cue for that side taken away."""
-    shown = _edge_strip(driver, box, side)
-    cls = f"course-more-{side}"
-    had = driver.execute_script(f"const h = arguments[0].parentElement; const had = h.classList.contains('{cls}');"
-                                f"h.classList.remove('{cls}'); return had;", element)
-    hidden = _edge_strip(driver, box, side)
-    if had:
-        driver.execute_script(f"arguments[0].parentElement.classList.add('{cls}');", element)
-    return _difference(shown, hidden)
+#: Takes the cue classes in `sides` off the box around the element; returns which it had, and how far the cue of
+#: each side (its ::before, ::after) reaches into the box, in CSS pixels.
+_CUES_OFF = """
+const [e, sides] = arguments, host = e.parentElement;
+const had = sides.map(side => host.classList.contains('course-more-' + side));
+sides.forEach(side => host.classList.remove('course-more-' + side));
+const reach = pseudo => parseFloat(getComputedStyle(host, pseudo).width) || 0;
+return [had, reach('::before'), reach('::after')];
+"""
+
+
+def _cues_on_and_off(driver, element, box, inner: float, width: float = 8) -> tuple[float, float]:
+    """How much the box's cue on each side, right and left, changes that side's edge strip: the strip as the
+    page draws it against the same with that side's cue taken away (the other side's as drawn). One screenshot
+    shows both strips as drawn, one both without their cue where neither cue reaches the other side's strip
+    (as in any box wider than the two cues and a strip; else one screenshot each)."""
+    def off(sides):
+        had, reach_left, reach_right = driver.execute_script(_CUES_OFF, element, sides)
+        return [side for side, was in zip(sides, had) if was], reach_left, reach_right
+
+    def on(sides):
+        if sides:
+            driver.execute_script("arguments[1].forEach(s => arguments[0].parentElement.classList.add('course-more-' + s));",
+                                  element, sides)
+
+    drawn = dict(zip(("left", "right"), _edge_strips(driver, box, inner, width)))
+    had, reach_left, reach_right = off(["right", "left"])
+    if box[2] - box[0] > max(reach_left, reach_right) + width + 2:
+        hidden = dict(zip(("left", "right"), _edge_strips(driver, box, inner, width)))
+        on(had)
+    else:  # the cues would reach across: one side at a time, the other's cue as drawn
+        on(had)
+        hidden = {}
+        for index, side in ((1, "right"), (0, "left")):
+            taken, _, _ = off([side])
+            hidden[side] = _edge_strips(driver, box, inner, width)[index]
+            on(taken)
+    return _difference(drawn["right"], hidden["right"]), _difference(drawn["left"], hidden["left"])
 
 
 #: How much a cue must change its edge (mean difference per channel, 0-255): the shade is about
@@ -1197,20 +1340,23 @@ def _scroll_cue_faults(driver, kinds=("table", "equation", "code", "other")) -> 
     its scroll its right edge looks different with the cue than without (a shade is seen above rows,
     code backgrounds and all) and its left edge does not; at the end, the other way round."""
     faults = []
+    inner = None  # the window's width in CSS pixels
     for kind, element in driver.execute_script(_SCROLLERS).items():
         if kind not in kinds:
             continue
+        if inner is None:
+            inner = driver.execute_script("return window.innerWidth")
         label = f"{kind} {driver.execute_script('return arguments[0].textContent.trim().slice(0, 40)', element)!r}"
         box = driver.execute_async_script(_SCROLL_TO, element, "start")
         if box[3] - box[1] < 8:
             continue
-        right, left = _cue_on_and_off(driver, element, "right", box), _cue_on_and_off(driver, element, "left", box)
+        right, left = _cues_on_and_off(driver, element, box, inner)
         if right < CUE_VISIBLE:
             faults.append(f"{label}: content continues on the right, the edge shows no cue (difference {right:.1f})")
         if left > 1:
             faults.append(f"{label}: nothing is hidden on the left, yet its edge shows a cue (difference {left:.1f})")
         box = driver.execute_async_script(_SCROLL_TO, element, "end")
-        right, left = _cue_on_and_off(driver, element, "right", box), _cue_on_and_off(driver, element, "left", box)
+        right, left = _cues_on_and_off(driver, element, box, inner)
         if left < CUE_VISIBLE:
             faults.append(f"{label}: scrolled to its end, content hidden on the left shows no cue (difference {left:.1f})")
         if right > 1:
@@ -1220,11 +1366,10 @@ def _scroll_cue_faults(driver, kinds=("table", "equation", "code", "other")) -> 
 
 
 @_params(CHAPTER_PAGES)
-def test_code_that_scrolls_shows_a_cue_at_desktop_width(page: PageReport, browser, site) -> None:
+def test_code_that_scrolls_shows_a_cue_at_desktop_width(page: PageReport) -> None:
     """At 1280 px a code block with lines wider than the column scrolls; its edge is shaded where the
-    code continues (checked by pixels: the edge with and without the cue)."""
-    load_page(browser, page.url, settle=0)
-    faults = _scroll_cue_faults(browser, kinds=("code", "table", "equation"))
+    code continues (checked by pixels: the edge with and without the cue, while the page's report loaded it)."""
+    faults = page.result("desktop_scroll_cues")
     assert not faults, f"{page.url} at {WINDOW[0]} px: {faults}"
 
 
@@ -1266,15 +1411,21 @@ return {
 """
 
 
-def _nav_state(browser) -> dict:
-    return browser.execute_script(_NAV_STATE)
+def _nav_state(browser, expected=None, within: float = 2.0) -> dict:
+    """The navigation's state; given `expected` (a test of the state), the first state that passes it, read
+    every 50 ms for at most `within` seconds (the sidebar's transition), else the last one read."""
+    deadline = time.monotonic() + within
+    while True:
+        state = browser.execute_script(_NAV_STATE)
+        if expected is None or expected(state) or time.monotonic() > deadline:
+            return state
+        time.sleep(0.05)
 
 
 def _click_visible(browser, selector: str) -> None:
     browser.execute_script(
         "const el = Array.from(document.querySelectorAll(arguments[0])).find(e => e.getBoundingClientRect().width > 0"
         " && getComputedStyle(e).display !== 'none'); el.click();", selector)
-    time.sleep(0.4)  # the sidebar's transition
 
 
 def _press_escape(browser) -> None:
@@ -1282,7 +1433,6 @@ def _press_escape(browser) -> None:
     from selenium.webdriver.common.keys import Keys
 
     ActionChains(browser._driver if isinstance(browser, _Browser) else browser).send_keys(Keys.ESCAPE).perform()
-    time.sleep(0.3)
 
 
 @pytest.mark.parametrize("width", NAV_WIDTHS)
@@ -1299,25 +1449,26 @@ def test_the_sidebar_toggles_open_and_close_the_navigation_and_contents(width, b
         if width < 992:
             assert not state["nav_shown"], f"{width} px: the navigation is shown before ☰ is clicked"
             _click_visible(browser, ".primary-toggle")
-            state = _nav_state(browser)
+            state = _nav_state(browser, lambda s: s["primary_modal"] and s["nav_shown"])
             assert state["primary_modal"] and state["nav_shown"], f"{width} px: ☰ did not open the navigation: {state}"
             _press_escape(browser)
-            state = _nav_state(browser)
+            state = _nav_state(browser, lambda s: not s["primary_modal"] and not s["nav_shown"])
             assert not state["primary_modal"] and not state["nav_shown"], f"{width} px: Escape left it open: {state}"
             assert state["secondary_toggles"] == 1, f"{width} px: no visible page-contents button"
             _click_visible(browser, ".secondary-toggle")
-            state = _nav_state(browser)
+            state = _nav_state(browser, lambda s: s["secondary_modal"] and s["toc_shown"])
             assert state["secondary_modal"] and state["toc_shown"], f"{width} px: the contents did not open: {state}"
             _press_escape(browser)
-            state = _nav_state(browser)
+            state = _nav_state(browser, lambda s: not s["secondary_modal"])
             assert not state["secondary_modal"], f"{width} px: Escape left the contents open: {state}"
         else:
             assert state["nav_shown"] and state["toc_shown"], f"{width} px: navigation or contents hidden: {state}"
             _click_visible(browser, ".primary-toggle")
-            state = _nav_state(browser)
+            state = _nav_state(browser, lambda s: not s["nav_shown"] and not s["primary_modal"])
             assert not state["nav_shown"] and not state["primary_modal"], f"{width} px: ☰ did not collapse the navigation: {state}"
             _click_visible(browser, ".primary-toggle")
-            assert _nav_state(browser)["nav_shown"], f"{width} px: a second ☰ did not bring the navigation back"
+            assert _nav_state(browser, lambda s: s["nav_shown"])["nav_shown"], (
+                f"{width} px: a second ☰ did not bring the navigation back")
     finally:
         browser.set_window_size(*WINDOW)
 
@@ -1326,18 +1477,25 @@ def test_the_text_column_is_as_wide_as_the_figures_assume(browser, site, reports
     """scalelib._plot.COLUMN_PX, the width figures are scaled down to, is the article's width at 1280 px."""
     from scalelib._plot import COLUMN_PX
 
-    _report(browser, site, reports, ROOT_PAGE)
-    load_page(browser, site.base + f"{CHAPTER_PAGES[0] if CHAPTER_PAGES else ROOT_PAGE}.html", settle=0)
-    width = browser.execute_script(
-        "const a = document.querySelector('article.bd-article'); const s = getComputedStyle(a);"
-        "return a.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);")
+    report = _report(browser, site, reports, CHAPTER_PAGES[0] if CHAPTER_PAGES else ROOT_PAGE)
+    width = report.dom.get("column_width")
+    assert width is not None, f"{report.url}: no article.bd-article to measure"
     assert abs(width - COLUMN_PX) <= 24, f"the text column is {width} px at 1280 px, figures assume {COLUMN_PX}"
 
 
 def test_index_redirects_to_root_page(browser, site) -> None:
-    report = load_page(browser, site.base + "index.html", settle=1.0)
-    assert report.final_url.endswith(f"/{ROOT_PAGE}.html"), (
-        f"index.html should lead to {ROOT_PAGE}.html, ended at {report.final_url}"
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    load_page(browser, site.base + "index.html", settle=0)
+    try:  # the redirect, as soon as it has happened (at most 5 s)
+        WebDriverWait(browser, 5, poll_frequency=0.05).until(
+            lambda driver: driver.current_url.endswith(f"/{ROOT_PAGE}.html"))
+    except TimeoutException:
+        pass
+    final_url = browser.current_url
+    assert final_url.endswith(f"/{ROOT_PAGE}.html"), (
+        f"index.html should lead to {ROOT_PAGE}.html, ended at {final_url}"
     )
 
 
@@ -1388,8 +1546,8 @@ def _fault_page(browser, tmp_path, name: str, article: str, width: int = WINDOW[
         f'<article class="bd-article"><h1>{name}</h1>{article}</article></body></html>', encoding="utf8")
     server = serve(tmp_path)
     browser.set_window_size(width, 900)
-    try:
-        return load_page(browser, server.base + f"{name}.html")
+    try:  # (no script on the page, no late request: the probe reads it as soon as it has loaded)
+        return load_page(browser, server.base + f"{name}.html", settle=0)
     finally:
         browser.set_window_size(*WINDOW)
         server.stop()
@@ -1543,6 +1701,16 @@ def test_screenshot_check_catches_a_blank_page(browser, tmp_path) -> None:
         assert _blank(png) is not None, f"{png}: a blank page passed as a page"
 
 
+def _running(process) -> bool:
+    """Whether the process still runs: neither gone nor a zombie (dead, not yet reaped by its parent)."""
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_a_browser_that_went_away_is_started_again_before_the_next_page(site, tmp_path) -> None:
     browser = _Browser(lambda: _chrome(str(tmp_path / "profile")))
     try:
@@ -1554,7 +1722,11 @@ def test_a_browser_that_went_away_is_started_again_before_the_next_page(site, tm
                 child.kill()
             except psutil.NoSuchProcess:  # one of its helpers that had already exited
                 pass
-        psutil.wait_procs(chromium, timeout=10)
+        # Dead: gone, or a zombie its parent has not reaped yet (chromedriver may never reap it: waiting for
+        # those to be gone would wait out the whole timeout).
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_running(process) for process in chromium):
+            time.sleep(0.05)
         assert not browser.alive()
         with pytest.warns(RuntimeWarning, match=r"Chromium went away \(before loading book/intro\)"):
             report = _report(browser, site, {}, "book/intro")
