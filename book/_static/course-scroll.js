@@ -34,25 +34,39 @@
     return wrapper;
   }
 
-  function update(el) {
-    const host = el.courseScrollHost;
+  // Reads (the sizes) first, then writes (the classes): a page of hundreds of boxes is laid out once,
+  // not once per box.
+  function measure(el) {
     const hidden = el.scrollWidth - el.clientWidth;
-    host.classList.toggle("course-more-left", hidden > 1 && el.scrollLeft > 1);
-    host.classList.toggle("course-more-right", hidden > 1 && el.scrollLeft < hidden - 1);
+    return [hidden > 1 && el.scrollLeft > 1, hidden > 1 && el.scrollLeft < hidden - 1];
+  }
+
+  function show(el, [left, right]) {
+    el.courseScrollHost.classList.toggle("course-more-left", left);
+    el.courseScrollHost.classList.toggle("course-more-right", right);
+  }
+
+  const update = (el) => show(el, measure(el));
+
+  function updateEach(els) {
+    const states = els.map(measure);
+    els.forEach((el, i) => show(el, states[i]));
   }
 
   function init() {
-    for (const el of document.querySelectorAll(SCROLLERS)) {
-      if (el.courseScrollHost || !scrolls(el)) continue;
+    // Which boxes scroll is read for all of them before any wrapper is added (the wrappers change no
+    // overflow), so the style is computed once.
+    const found = [...document.querySelectorAll(SCROLLERS)].filter((el) => !el.courseScrollHost && scrolls(el));
+    for (const el of found) {
       // A scroller inside another tracked one (a table in the theme's container) is its own box.
       el.courseScrollHost = hostOf(el);
       el.addEventListener("scroll", () => update(el), { passive: true });
       tracked.push(el);
-      update(el);
     }
+    updateEach(found);
   }
 
-  const updateAll = () => tracked.forEach(update);
+  const updateAll = () => updateEach(tracked);
   window.addEventListener("resize", updateAll);
   // A folded cell opened (<details>), or a toggled one shown: its boxes have their size only now.
   document.addEventListener("toggle", updateAll, true);
