@@ -54,3 +54,14 @@ def test_a_page_s_weight_is_its_html_and_each_local_asset_it_loads_once(tmp_path
     html_bytes, asset_bytes, missing = page_weight_bytes(tmp_path / "book" / "page.html", tmp_path)
     assert (html_bytes, asset_bytes, missing) == (len(html), 1110, ["../_static/gone.js"])
     assert page_weights(tmp_path) == {"book/page": (len(html), 1110)}  # _static/ holds no page
+
+
+def test_the_plan_search_rates_cover_both_rankings_and_the_reference_loop():
+    from scalelib.course.bench import plan_search_rates
+
+    rates = plan_search_rates(repeats=1)
+    assert set(rates) == {"numpy_plans_per_s", "loop_plans_per_s", "roofline_plans_per_s", "ratio",
+                          "search_405b_s", "plans_405b"}
+    assert rates["numpy_plans_per_s"] > rates["loop_plans_per_s"] > 0 and rates["roofline_plans_per_s"] > 0
+    assert rates["ratio"] == rates["numpy_plans_per_s"] / rates["loop_plans_per_s"]
+    assert rates["plans_405b"] > 1000 and rates["search_405b_s"] > 0
