@@ -632,10 +632,13 @@ def _report(browser, site, reports, docname: str) -> PageReport:
             browser.set_window_size(*WINDOW)
         try:
             report = load_page(browser, site.base + f"{docname}.html")
+            if docname in CHAPTER_PAGES:
+                # before the screenshots: a full-page capture (in CI) leaves Chrome's layout changed for the
+                # captures that follow. The check scrolls each box back to its start; the page goes back to its top.
+                report.check("desktop_scroll_cues", _scroll_cue_faults, browser, ("code", "table", "equation"))
+                browser.execute_script("window.scrollTo(0, 0)")
             if docname in SCREENSHOT_PAGES:
                 report.screenshots = take_screenshots(browser, _SHOT_PREFIX + Path(docname).name)
-            if docname in CHAPTER_PAGES:  # (after the screenshot: it scrolls the page)
-                report.check("desktop_scroll_cues", _scroll_cue_faults, browser, ("code", "table", "equation"))
         finally:
             if resized:
                 browser.set_window_size(size["width"], size["height"])
