@@ -389,3 +389,29 @@ def test_arrays_that_broadcast_still_sweep():
     np.testing.assert_array_equal(sl.matmul_flops(np.array([[1], [2]]), [1, 2, 3], 4),
                                   2 * np.array([[1], [2]]) * np.array([1, 2, 3]) * 4)
     assert np.shape(sl.tile_intensity([128, 256], [[128], [256], [512]], K=4096)) == (3, 2)
+
+
+def test_a_plain_number_is_checked_as_a_numpy_one_is():
+    # number()'s fast path for a plain float or int gives the same value and the same refusal as the numpy path
+    # (a float32 of the same value goes that way)
+    import itertools
+
+    import numpy as np
+
+    from scalelib._errors import InvalidValueError
+    from scalelib._validate import number
+
+    def outcome(value):
+        try:
+            return float(number("x", value, **options))
+        except InvalidValueError as err:
+            return str(err).split(", got ")[0]   # the rule broken (a float32 is shown with its own digits)
+
+    values = [0.0, -0.0, 1.0, -2.0, 0.5, 3.0, 2.0**100, float("inf"), -float("inf"), float("nan")]
+    flags = ["positive", "nonnegative", "integer", "allow_inf"]
+    for picked in itertools.product([False, True], repeat=4):
+        for bound in ({}, {"at_least": 1.0}, {"at_most": 1.0}):
+            options = dict(zip(flags, picked), **bound)
+            for v in values:
+                fast, slow = outcome(v), outcome(np.float32(v))
+                assert type(fast) is type(slow) and (fast == slow or fast != fast and slow != slow), (v, options, fast, slow)
