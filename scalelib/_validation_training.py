@@ -113,8 +113,10 @@ def training_runs(*, step_times=False) -> tuple[TrainingRun, ...]:
     """The published training runs chapter 6 predicts, each with its configuration and source.
 
     Args:
-        step_times: also the runs published as a step time (Korthikanti et al. 2022's eight, Table 5),
-            after the ten published as a utilisation.
+        step_times: also the runs the calibrated estimate is checked on by their step time, after the
+            ten of the roofline's table: Korthikanti et al. 2022's eight (Table 5, published as seconds)
+            and eleven of Google's MaxText benchmarks on one TPU v5p or v5e slice (published as MFU, whose
+            step time follows from MaxText's FLOP count, the same as :func:`~scalelib.train_flops`').
 
     Returns:
         a tuple of :class:`TrainingRun`.

@@ -122,9 +122,11 @@ def test_bad_input_is_refused_clearly():
 
 
 def test_the_step_time_runs_join_only_when_asked_and_each_beats_no_roofline():
-    assert len(sl.training_runs(step_times=True)) == len(sl.training_runs()) + 8
-    for r in sl.training_runs(step_times=True):
-        if r.quantity != "step_time":
+    assert len(sl.training_runs(step_times=True)) == len(sl.training_runs()) + 8 + 11
+    for r in sl.training_runs(step_times=True)[len(sl.training_runs()):]:
+        if r.quantity != "step_time":  # MaxText's, published as MFU: the roofline's prediction is a utilisation
+            assert r.name.startswith("maxtext-") and r.quantity == "mfu" and r.checked
+            assert r.reported < sl.predict_training_run(r) <= 1.0
             continue
         assert r.url == "https://arxiv.org/abs/2205.05198" and r.checked and r.remat in (("full",), ("selective",))
         predicted = sl.predict_training_run(r)           # the roofline's seconds, shorter than measured
@@ -141,15 +143,23 @@ def test_the_calibrated_estimate_lands_between_the_roofline_and_a_quarter_past_t
     assert lo <= cost.estimated_time_s / measured - 1 <= hi
 
 
-def test_off_the_fitted_stack_the_held_out_runs_are_within_15_percent_but_megatron_turing_nlg():
+#: the TPU runs the calibrated estimate misses by more than 15%, all slow: four of MaxText's six full-remat runs,
+#: which reach more of the chip's peak than the estimate's kernels can (chapter 6; their bands are
+#: test_estimate.MAXTEXT_BANDS)
+TPU_FULL_REMAT = {"maxtext-512b-v5p-1024", "maxtext-1024b-v5p-4096", "maxtext-16b-v5e-256", "maxtext-32b-v5e-256"}
+
+
+def test_held_out_runs_are_within_15_percent_but_megatron_turing_nlg_and_four_tpu_full_remat_runs():
     fitted = set(tomllib.loads((Path(sl.__file__).parent / "data" / "estimate.toml").read_text())["kernel"]
                  ["fitted_on"])
-    held = {r.name: abs(sl.estimate_error(r)) for r in sl.training_runs(step_times=True) if r.name not in fitted}
-    assert {n for n, e in held.items() if e > 0.15} == set(MT_NLG)
+    errors = {r.name: sl.estimate_error(r) for r in sl.training_runs(step_times=True) if r.name not in fitted}
+    held = {n: abs(e) for n, e in errors.items()}
+    assert {n for n, e in held.items() if e > 0.15} == set(MT_NLG) | TPU_FULL_REMAT
+    assert all(errors[n] < 0 for n in MT_NLG) and all(errors[n] > 0 for n in TPU_FULL_REMAT)
     # the same model, TP, PP and chips on Megatron-LM's own stack: within 5%
     assert held["megatron-530b-a100"] < 0.05
-    others = [e for n, e in held.items() if n not in MT_NLG]
-    assert len(others) == 11 and sum(others) / len(others) < 0.08
+    others = [e for n, e in held.items() if n not in MT_NLG and n not in TPU_FULL_REMAT]
+    assert len(held) == 25 and len(others) == 18 and sum(others) / len(others) < 0.08
 
 
 def test_an_unpublished_microbatch_count_cuts_each_replicas_sequences_into_whole_ones():
@@ -167,7 +177,7 @@ def test_chapter_6_quotes_the_estimates_errors_as_the_library_computes_them():
     import json
     import re
 
-    words = {10: "ten", 14: "fourteen", 15: "Fifteen", 18: "eighteen"}
+    words = {10: "ten", 22: "Twenty-two", 25: "twenty-five", 29: "twenty-nine"}
     nb = json.loads((Path(sl.__file__).parent.parent / "book" / "ch06_llama_training.ipynb").read_text())
     text = re.sub(r"\s+", " ", " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"))
     fitted = set(tomllib.loads((Path(sl.__file__).parent / "data" / "estimate.toml").read_text())["kernel"]
@@ -177,12 +187,28 @@ def test_chapter_6_quotes_the_estimates_errors_as_the_library_computes_them():
     util = [every[r.name] for r in sl.training_runs()]
     within = sum(abs(e) <= 0.15 for e in every.values())
     mt = [every[n] for n in MT_NLG]
+    # MaxText on TPU: its minimal remat (scalelib's dot_product) and its full remat, told apart by the run's own
+    # remat; the hardware FLOPs utilisation counts the recomputed forward at the chip's bf16 peak
+    maxtext = [r for r in sl.training_runs(step_times=True) if r.name.startswith("maxtext-")]
+    minimal = [every[r.name] for r in maxtext if r.remat == ("dot_product",)]
+    slow = [every[r.name] for r in maxtext if r.remat == ("full",) and every[r.name] > 0.15]
+    hfu = [sl.train_flops(r.spec, seq_len=r.seq_len, tokens=r.B, remat="full")
+           / (sl.measured_step_time_s(r) * r.topology.num_chips * r.topology.spec.peak_flops_per_s())
+           for r in maxtext if r.name in TPU_FULL_REMAT]
+    assert len(maxtext) == 11 and len(minimal) == 5 and len(slow) == 4 and len(hfu) == 4
+    constants = tomllib.loads((Path(sl.__file__).parent / "data" / "estimate.toml").read_text())
+    ceiling = constants["matmul"]["efficiency"][0] * constants["kernel"]["matmul_scale"]
+    assert min(hfu) > ceiling  # what the chapter says: these runs beat the estimate's best kernel
     for phrase in (f"{words[within]} of the {words[len(every)]} estimates land within 15%",
                    f"over the {words[len(held)]} runs it was not fitted on, the mean error is {sum(held) / len(held):.1%}",
                    f"All {words[len(util)]} runs of the previous section come out fast, by {-max(util):.1%} to "
                    f"{-min(util):.1%}",
                    f"Megatron-DeepSpeed is {-every['bloom-176b-a100']:.1%} fast",
                    f"is {-max(mt):.0%} to {-min(mt):.0%} fast at its three scales",
-                   f"where Megatron-LM's run of the same plan is {-every['megatron-530b-a100']:.0%} fast"):
+                   f"where Megatron-LM's run of the same plan is {-every['megatron-530b-a100']:.0%} fast",
+                   f"the five estimates are {-max(minimal):.1%} to {-min(minimal):.1%} fast",
+                   f"four of the six come out {min(slow):.0%} to {max(slow):.0%} slow",
+                   f"keep their chips at {min(hfu):.0%} to {max(hfu):.0%} of peak",
+                   f"Megatron-LM's kernels: {ceiling:.0%})"):
         assert phrase in text, phrase
     assert all(e < 0 for e in util)
