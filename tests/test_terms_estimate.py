@@ -191,6 +191,24 @@ def test_with_a_pipeline_across_slices_the_dcn_allreduce_runs_exposed_after_the_
     assert one.estimated_time_s - cost.time_s == pytest.approx(dcn + 2 * K["ici"]["dcn_latency_s"], rel=1e-9)
 
 
+def test_on_a_tpu_each_tensor_collective_pays_one_ici_hop_per_step_of_a_ring_half_the_axis_long():
+    # Llama 3 8B on a v5p 4x4x4 slice, FSDP 4 × TP 16, 4 sequences of 4096 tokens: TP's collectives are the
+    # roofline's step (they outlast the compute). On a TPU the estimate charges them beyond the pass's compute only
+    # (XLA overlaps them), at ICI's data-sheet rate (its achieved share is 1: the roofline's own bandwidth term),
+    # plus a latency: an AllGather or ReduceScatter over a bidirectional ring of t chips takes t/2 steps of one hop,
+    # 1 us each (the book, ch. 2). Per layer and pass, four of them (two AllGathers and two ReduceScatters, or two
+    # AllReduces of two each); the forward pass once, the backward twice (no remat).
+    t = 16
+    plan = sl.ParallelPlan(fsdp=4, tensor=t, remat="none")
+    cost = sl.training_cost("llama-3-8b", 4 * 4096, plan, sl.tpu_slice((4, 4, 4), "tpu-v5p"), seq_len=4096,
+                            losses={"tensor_collectives"})
+    assert cost.time_s == pytest.approx(cost.comms_s["TP"], rel=1e-12) and cost.time_s > cost.compute_s
+    assert K["ici"]["achieved"] == 1.0
+    hops = t / 2
+    latency = (1 + 2) * L8 * 4 * hops * K["ici"]["hop_latency_s"]
+    assert cost.estimated_time_s - cost.time_s == pytest.approx(latency, rel=1e-9)
+
+
 # --- the optimizer step: Adam, memory-bound -------------------------------------------------------------------------
 
 
