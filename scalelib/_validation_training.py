@@ -39,7 +39,10 @@ class TrainingRun:
     fraction of peak the authors measured; or ``"step_time"``, and ``reported`` the seconds per step.
     ``remat`` lists the remat policies the prediction may choose from (one when the paper states it);
     ``microbatches``, ``schedule`` and ``virtual_stages``, when given, are the published pipeline
-    schedule. ``sequence_parallel``, ``flash_attention`` and ``state_sharded_over_data`` (gradients and
+    schedule. ``slices`` above 1 joins that many copies of ``slice`` over the data-center network in the
+    priced plan (its ``slices`` axis: MaxText's multi-slice runs, ``B`` their whole batch), where
+    ``slices_reported`` only counts the pods a run used and prices one of them (PaLM's two pods, as one
+    with half the batch). ``sequence_parallel``, ``flash_attention`` and ``state_sharded_over_data`` (gradients and
     optimizer state sharded over the data axis, ZeRO-2) describe the run for the calibrated estimate
     (:func:`published_plan_estimate`).
     """
@@ -60,6 +63,7 @@ class TrainingRun:
     num_nodes: int | None = None
     slice: tuple[int, ...] | None = None
     slices_reported: int = 1
+    slices: int = 1
     data: int = 1
     fsdp: int = 1
     tensor: int = 1
@@ -96,11 +100,12 @@ class TrainingRun:
 
 
 @lru_cache(maxsize=None)
-def _load(step_times: bool = False) -> tuple[TrainingRun, ...]:
+def _load(step_times: bool = False, multislice: bool = False) -> tuple[TrainingRun, ...]:
     text = resources.files("scalelib").joinpath("data/training_runs.toml").read_text(encoding="utf-8")
     data = tomllib.loads(text)
     rows = []
-    for row in data["run"] + (data.get("step_run", []) if step_times else []):
+    for row in (data["run"] + (data.get("step_run", []) if step_times else [])
+                + (data.get("multislice_run", []) if multislice else [])):
         row = dict(row)
         for key in ("slice", "remat", "checked"):
             if key in row:
@@ -109,7 +114,7 @@ def _load(step_times: bool = False) -> tuple[TrainingRun, ...]:
     return tuple(rows)
 
 
-def training_runs(*, step_times=False) -> tuple[TrainingRun, ...]:
+def training_runs(*, step_times=False, multislice=False) -> tuple[TrainingRun, ...]:
     """The published training runs chapter 6 predicts, each with its configuration and source.
 
     Args:
@@ -117,6 +122,9 @@ def training_runs(*, step_times=False) -> tuple[TrainingRun, ...]:
             ten of the roofline's table: Korthikanti et al. 2022's eight (Table 5, published as seconds)
             and eleven of Google's MaxText benchmarks on one TPU v5p or v5e slice (published as MFU, whose
             step time follows from MaxText's FLOP count, the same as :func:`~scalelib.train_flops`').
+        multislice: also, last, MaxText's runs of the same models and plans over 2 to 32 slices joined by
+            data parallelism over the data-center network (the plan's ``slices``), each at the batch per
+            chip of its one-slice run.
 
     Returns:
         a tuple of :class:`TrainingRun`.
@@ -129,13 +137,13 @@ def training_runs(*, step_times=False) -> tuple[TrainingRun, ...]:
         >>> r.chips, r.tensor, r.pipeline, r.data, r.reported
         (8192, 8, 16, 64, 0.43)
     """
-    return _load(flag("step_times", step_times))
+    return _load(flag("step_times", step_times), flag("multislice", multislice))
 
 
 def _run(run) -> TrainingRun:
     if isinstance(run, TrainingRun):
         return run
-    known = {r.name: r for r in _load(True)}
+    known = {r.name: r for r in _load(True, True)}
     if isinstance(run, str) and run in known:
         return known[run]
     if isinstance(run, str):
@@ -179,8 +187,8 @@ def published_plan_cost(run):
 def _candidates(r: TrainingRun, **options):
     """Every plan with the run's published axes: its published schedule, or each the search tries."""
     spec, topology = r.spec, r.topology
-    axes = dict(data=r.data, fsdp=r.fsdp, tensor=r.tensor, pipeline=r.pipeline)
-    sequences = r.B // (r.data * r.fsdp * r.seq_len)
+    axes = dict(data=r.data, fsdp=r.fsdp, tensor=r.tensor, pipeline=r.pipeline, slices=r.slices)
+    sequences = r.B // (r.data * r.fsdp * r.slices * r.seq_len)
     if r.microbatches is not None:
         schedules, counts = ((r.schedule, r.virtual_stages),), (r.microbatches,)
     else:
@@ -262,7 +270,7 @@ def measured_step_time_s(run):
     remat = r.remat[0] if r.quantity == "hfu" else "none"
     flops = explain(train_flops, r.spec, seq_len=r.seq_len, tokens=r.B, remat=remat)
     C = r.topology.spec.peak_flops_per_s()
-    n = r.topology.num_chips
+    n = r.topology.num_chips * r.slices
     return Derivation("T_measured", "FLOPs / (U · N · C)",
                       lambda: f"{q(flops.value, 'FLOP')} / ({q(r.reported)} · {n} · {q(C, 'FLOP/s')})",
                       float(flops.value) / (r.reported * n * C), "s", (flops,),
@@ -335,7 +343,7 @@ def predict_training_run(run):
     remat = cost.plan.remat if r.quantity == "hfu" else "none"
     flops = explain(train_flops, r.spec, seq_len=r.seq_len, tokens=r.B, remat=remat)
     C = topology.spec.peak_flops_per_s()
-    n = topology.num_chips
+    n = topology.num_chips * r.slices
     return Derivation(r.quantity.upper(), "FLOPs / (T_step · N · C)",
                       lambda: f"{q(flops.value, 'FLOP')} / ({q(cost.time_s, 's')} · {n} · {q(C, 'FLOP/s')})",
                       flops.value / (cost.time_s * n * C), "", (flops,),

@@ -123,6 +123,11 @@ def test_bad_input_is_refused_clearly():
 
 def test_the_step_time_runs_join_only_when_asked_and_each_beats_no_roofline():
     assert len(sl.training_runs(step_times=True)) == len(sl.training_runs()) + 8 + 11
+    # MaxText's runs over several slices join only with multislice=True, after the others
+    every = sl.training_runs(step_times=True, multislice=True)
+    assert every[:29] == sl.training_runs(step_times=True) and len(every) == 29 + 23
+    assert all(r.slices > 1 and r.slices == r.slices_reported for r in every[29:])
+    assert len(sl.training_runs(multislice=True)) == 10 + 23
     for r in sl.training_runs(step_times=True)[len(sl.training_runs()):]:
         if r.quantity != "step_time":  # MaxText's, published as MFU: the roofline's prediction is a utilisation
             assert r.name.startswith("maxtext-") and r.quantity == "mfu" and r.checked
@@ -199,6 +204,17 @@ def test_chapter_6_quotes_the_estimates_errors_as_the_library_computes_them():
     constants = tomllib.loads((Path(sl.__file__).parent / "data" / "estimate.toml").read_text())
     ceiling = constants["matmul"]["efficiency"][0] * constants["kernel"]["matmul_scale"]
     assert min(hfu) > ceiling  # what the chapter says: these runs beat the estimate's best kernel
+    # "More pods": the v5e runs from one slice to 32, and the v5p runs from one slice to two
+    step = {r.name: sl.measured_step_time_s(r) for r in sl.training_runs(step_times=True, multislice=True)
+            if r.name.startswith("maxtext-")}
+    last = [step[f"{n}-x32"] / step[n] - 1 for n in ("maxtext-16b-v5e-256", "maxtext-32b-v5e-256", "maxtext-64b-v5e-256")]
+    second = [step[f"{n}-x2"] / step[n] - 1 for n in step if "v5p" in n and "-x" not in n]
+    dcn = []
+    for n in step:
+        if "v5e" in n and "-x" in n:
+            cost = sl.published_plan_estimate(n)
+            dcn.append(cost.comms_s["DCN"] / cost.backward_s)
+    assert len(last) == 3 and len(second) == 8 and len(dcn) == 15
     for phrase in (f"{words[within]} of the {words[len(every)]} estimates land within 15%",
                    f"over the {words[len(held)]} runs it was not fitted on, the mean error is {sum(held) / len(held):.1%}",
                    f"All {words[len(util)]} runs of the previous section come out fast, by {-max(util):.1%} to "
@@ -209,6 +225,11 @@ def test_chapter_6_quotes_the_estimates_errors_as_the_library_computes_them():
                    f"the five estimates are {-max(minimal):.1%} to {-min(minimal):.1%} fast",
                    f"four of the six come out {min(slow):.0%} to {max(slow):.0%} slow",
                    f"keep their chips at {min(hfu):.0%} to {max(hfu):.0%} of peak",
-                   f"Megatron-LM's kernels: {ceiling:.0%})"):
+                   f"Megatron-LM's kernels: {ceiling:.0%})",
+                   f"the measured step grows by {min(last):.1%} to {max(last):.1%}, while the AllReduce is at most "
+                   f"{max(dcn):.1%} of the",
+                   f"drifts from {every['maxtext-64b-v5e-256']:.0%} slow on one slice to "
+                   f"{-sl.estimate_error('maxtext-64b-v5e-256-x32'):.0%} fast on 32",
+                   f"a second slice costs {min(second):.1%} to {max(second):.1%}"):
         assert phrase in text, phrase
     assert all(e < 0 for e in util)
