@@ -182,7 +182,7 @@ def test_chapter_6_quotes_the_estimates_errors_as_the_library_computes_them():
     import json
     import re
 
-    words = {10: "ten", 22: "Twenty-two", 25: "twenty-five", 29: "twenty-nine"}
+    words = {10: "ten", 11: "eleven", 22: "Twenty-two", 25: "twenty-five", 29: "twenty-nine"}
     nb = json.loads((Path(sl.__file__).parent.parent / "book" / "ch06_llama_training.ipynb").read_text())
     text = re.sub(r"\s+", " ", " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"))
     fitted = set(tomllib.loads((Path(sl.__file__).parent / "data" / "estimate.toml").read_text())["kernel"]
@@ -217,6 +217,8 @@ def test_chapter_6_quotes_the_estimates_errors_as_the_library_computes_them():
     assert len(last) == 3 and len(second) == 8 and len(dcn) == 15
     for phrase in (f"{words[within]} of the {words[len(every)]} estimates land within 15%",
                    f"over the {words[len(held)]} runs it was not fitted on, the mean error is {sum(held) / len(held):.1%}",
+                   f"the other {words[len(held)]} runs are predictions",
+                   f"and {words[len(maxtext)]} of Google's MaxText benchmarks on one TPU v5p or v5e slice",
                    f"All {words[len(util)]} runs of the previous section come out fast, by {-max(util):.1%} to "
                    f"{-min(util):.1%}",
                    f"Megatron-DeepSpeed is {-every['bloom-176b-a100']:.1%} fast",
