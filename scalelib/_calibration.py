@@ -144,18 +144,20 @@ VALIDATED_AXES = ("data", "fsdp", "tensor", "pipeline", "expert")
 
 @lru_cache(maxsize=None)
 def validation_coverage() -> tuple[dict, ...]:
-    """Every run of the training validation (``scalelib/data/training_runs.toml``, its ``[[run]]`` and
-    ``[[step_run]]`` tables): its name, chip, the degree of each of :data:`VALIDATED_AXES` (1 where the run has
-    none) and its reported utilisation (MFU or HFU; None for a run measured as a step time). Data only: the
-    search (:func:`~scalelib.search_plans`) compares the plan it recommends with these.
+    """Every run of the training validation (``scalelib/data/training_runs.toml``, its ``[[run]]``,
+    ``[[step_run]]`` and ``[[multislice_run]]`` tables): its name, chip, the degree of each of
+    :data:`VALIDATED_AXES` (1 where the run has none; data parallelism counts the slices a run joins over DCN)
+    and its reported utilisation (MFU or HFU; None for a run measured as a step time). Data only: the search
+    (:func:`~scalelib.search_plans`) compares the plan it recommends with these.
     """
     text = resources.files("scalelib").joinpath("data/training_runs.toml").read_text(encoding="utf-8")
     data = tomllib.loads(text)
     runs = []
-    for table in ("run", "step_run"):
+    for table in ("run", "step_run", "multislice_run"):
         for r in data.get(table, ()):
             util = r["reported"] if r.get("quantity") in ("mfu", "hfu") else None
-            runs.append({"name": r["name"], "chip": r["chip"], "utilisation": util,
-                         **{a: int(r.get(a, 1)) for a in VALIDATED_AXES}})
+            degrees = {a: int(r.get(a, 1)) for a in VALIDATED_AXES}
+            degrees["data"] *= int(r.get("slices", 1))
+            runs.append({"name": r["name"], "chip": r["chip"], "utilisation": util, **degrees})
     return tuple(runs)
 

@@ -279,12 +279,16 @@ def test_a_search_by_the_estimate_warns_when_its_best_plan_is_outside_the_valida
         derivation = sl.explain(sl.search_plans, gpt3, 1536 * 2048, sl.gpu_cluster(128, "a100"), seq_len=2048,
                                 rank="estimate")
     assert "outside the training validation: FSDP 1024" in str(derivation) and caught[0].filename == __file__
-    # TP 16 on a TPU v4: PaLM's 12-way model parallelism is the widest validated
-    with pytest.warns(sl.OutsideValidationWarning, match=r"TP 16: the validated TPU runs have up to 12 \(palm-540b"):
-        sl.search_plans("llama-3.1-405b", 2**21, sl.tpu_slice((8, 8, 16), "tpu-v4p"), seq_len=4096, rank="estimate")
+    # FSDP 1024 on 2048 v5p chips: 256-way FSDP (PaLM's, MaxText's on a v5e-256) is the widest validated on TPUs
+    with pytest.warns(sl.OutsideValidationWarning, match=r"FSDP 1024: the validated TPU runs have up to 256 \(palm-540b"):
+        sl.search_plans("llama-3-8b", 2**22, sl.tpu_slice((8, 16, 16), "tpu-v5p"), seq_len=4096, rank="estimate")
+    # data parallelism over 64 slices: MaxText's 32 v5e-256 slices are the most a validated run joined over DCN
+    with pytest.warns(sl.OutsideValidationWarning, match=r"DP 64: the validated TPU runs have up to 32 \(maxtext-"):
+        sl.search_plans("llama-3-70b", 2**23, sl.tpu_slice((16, 16), "tpu-v5e"), seq_len=4096, slices=64,
+                        rank="estimate")
     # a chip no run was measured on
-    with pytest.warns(sl.OutsideValidationWarning, match=r"no validated run on tpu-v5e chips"):
-        sl.search_plans("llama-3-8b", 2**20, sl.tpu_slice((4, 4), "tpu-v5e"), seq_len=4096, rank="estimate")
+    with pytest.warns(sl.OutsideValidationWarning, match=r"no validated run on tpu-v6e chips"):
+        sl.search_plans("llama-3-8b", 2**20, sl.tpu_slice((4, 4), "tpu-v6e"), seq_len=4096, rank="estimate")
 
     # inside: Llama 3 8B on a TPU v4 4x4x4 with matmuls at half of peak: FSDP 32 x TP 2 (PaLM ran FSDP 256 x TP 12
     # on v4), an estimated MFU of 45% (PaLM measured 46.2%): no warning, nothing outside
