@@ -127,6 +127,8 @@ def test_the_step_time_runs_join_only_when_asked_and_each_beats_no_roofline():
     every = sl.training_runs(step_times=True, multislice=True)
     assert every[:29] == sl.training_runs(step_times=True) and len(every) == 29 + 23
     assert all(r.slices > 1 and r.slices == r.slices_reported for r in every[29:])
+    for r in every[29:]:  # the roofline's utilisation counts every chip of every slice
+        assert r.reported < sl.predict_training_run(r) <= 1.0, r.name
     assert len(sl.training_runs(multislice=True)) == 10 + 23
     for r in sl.training_runs(step_times=True)[len(sl.training_runs()):]:
         if r.quantity != "step_time":  # MaxText's, published as MFU: the roofline's prediction is a utilisation
