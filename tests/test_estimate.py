@@ -266,6 +266,27 @@ def test_each_maxtext_run_is_its_readmes_figure_and_its_scripts_configuration(na
     assert name not in CONSTANTS["kernel"]["fitted_on"]
 
 
+#: MaxText's TPU v4 README ("1x" rows) and scripts (configs/v4/22b.sh, 52b.sh), whose shapes are set in full:
+#: (chips, per_device_batch_size, L, D, query = KV heads, MLP, TFLOP/s per chip, MFU)
+MAXTEXT_V4 = {"maxtext-22b-v4-128": (64, 13, 48, 6144, 24, 24576, 156, 0.567),
+              "maxtext-52b-v4-384": (192, 7, 32, 12288, 32, 49152, 154, 0.560)}
+
+
+@pytest.mark.parametrize("name", sorted(MAXTEXT_V4))
+def test_each_maxtext_v4_run_is_its_readmes_figure_and_its_scripts_shape(name):
+    chips, per_chip, L, D, N, F, tflops, mfu = MAXTEXT_V4[name]
+    r = MAXTEXT_RUNS[name]
+    assert (r["chip"], r["reported"], r["fsdp"], r["tensor"], r["remat"]) == ("tpu-v4p", mfu, chips, 1, ["full"])
+    assert int(np.prod(r["slice"])) == chips and r["B"] == per_chip * chips * 2048
+    assert {k: r["shape"][k] for k in "LDNKF"} == dict(L=L, D=D, N=N, K=N, F=F) and r["shape"]["H"] == 128
+    run = next(x for x in sl.training_runs(step_times=True) if x.name == name)
+    assert tflops * 1e12 / mfu == pytest.approx(run.topology.spec.peak_flops_per_s(), rel=5e-3)
+    assert sl.measured_step_time_s(name) == pytest.approx(
+        _maxtext_tflop_per_chip(L=L, D=D, N=N, F=F, batch=per_chip) / tflops, rel=5e-3)
+    # full remat on a v4 lands within 10%, slow, like PaLM on the same chips (within 5%)
+    assert 0.0 < sl.estimate_error(name) < 0.10 and abs(sl.estimate_error("palm-540b-tpu-v4")) < 0.05
+
+
 #: the READMEs' rows for more than one slice (the same models, plans and batch per chip, the slices joined by data
 #: parallelism over DCN): one-slice run -> [(slices, TFLOP/s per chip, MFU)]
 MAXTEXT_SLICES = {
