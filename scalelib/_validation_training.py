@@ -120,7 +120,7 @@ def training_runs(*, step_times=False, multislice=False) -> tuple[TrainingRun, .
     Args:
         step_times: also the runs the calibrated estimate is checked on by their step time, after the
             ten of the roofline's table: Korthikanti et al. 2022's eight (Table 5, published as seconds)
-            and eleven of Google's MaxText benchmarks on one TPU v5p or v5e slice (published as MFU, whose
+            and Google's MaxText benchmarks on one TPU v4, v5p or v5e slice (published as MFU, whose
             step time follows from MaxText's FLOP count, the same as :func:`~scalelib.train_flops`').
         multislice: also, last, MaxText's runs of the same models and plans over 2 to 32 slices joined by
             data parallelism over the data-center network (the plan's ``slices``), each at the batch per

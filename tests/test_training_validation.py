@@ -239,6 +239,8 @@ def test_chapter_6_quotes_the_estimates_errors_as_the_library_computes_them():
                    f"as PaLM on the same chips lands within {-every['palm-540b-tpu-v4']:.1%}",
                    f"keep their chips at {min(hfu):.0%} to {max(hfu):.0%} of peak",
                    f"Megatron-LM's kernels: {ceiling:.0%})",
+                   f"tops out at {constants['matmul']['efficiency'][0]} of peak, times the "
+                   f"{constants['kernel']['matmul_scale']} fitted on",
                    f"the measured step grows by {min(last):.1%} to {max(last):.1%}, while the AllReduce is at most "
                    f"{max(dcn):.1%} of the",
                    f"drifts from {every['maxtext-64b-v5e-256']:.0%} slow on one slice to "
